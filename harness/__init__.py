@@ -1,0 +1,1 @@
+"""Hydra entry point, seeded data, subprocess cells, timing, memory and results."""

@@ -1,0 +1,183 @@
+"""Public API: one fused EM iteration (`em_step`) and a fixed-length fit (`fit`).
+
+Both take X as a float32, contiguous (N, d) CUDA tensor (a CPU tensor when
+Triton runs in interpreter mode, TRITON_INTERPRET=1). The kernels evaluate the
+lifted score on data shifted by a center c inside the kernel (x - c is formed in
+registers, no copy of X): the lift loses about one decimal digit per decade of
+|mean|/std (paper Appendix C), so by default c is the column mean of X.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
+from kernels.launch import LaunchConfig
+from kernels.lift import lift, pow2_at_least_16
+from kernels.mstep import mstep
+from kernels.one_pass import one_pass_statistics
+from kernels.two_pass import two_pass_statistics
+
+PRECISIONS = ("tf32x3", "ieee")
+MAX_UNCENTERED_OFFSET = 10.0  # |column mean| / column std allowed with center=False
+
+
+@dataclass
+class StepResult:
+    """New parameters (float64, data coordinates) and ell at the incoming ones."""
+
+    weights: torch.Tensor
+    means: torch.Tensor
+    variances: torch.Tensor
+    log_likelihood: torch.Tensor  # float64 scalar tensor: sum_i L_i
+    n_floored: torch.Tensor  # int64 scalar tensor: variance entries floored at reg_covar
+    algorithm: str
+
+
+@dataclass
+class FitResult:
+    weights: torch.Tensor
+    means: torch.Tensor
+    variances: torch.Tensor
+    log_likelihoods: torch.Tensor  # (n_iter,) float64, each at that iteration's incoming parameters
+    n_floored: int
+    algorithm: str
+    precision: str
+
+
+def interpreter_mode() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def check_data(X: torch.Tensor) -> None:
+    """Reject what the kernels cannot take, naming the problem (one read of X)."""
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must have shape (N, d) with N, d >= 1, got {tuple(X.shape)}")
+    if X.dtype != torch.float32:
+        raise TypeError(f"X must be float32, got {X.dtype}")
+    if not X.is_contiguous():
+        raise ValueError("X must be contiguous (call .contiguous())")
+    want = "cpu" if interpreter_mode() else "cuda"
+    if X.device.type != want:
+        raise ValueError(f"X must be on {want} (TRITON_INTERPRET={int(interpreter_mode())}), got {X.device}")
+    bad = int((~torch.isfinite(X).all(1)).sum())
+    if bad:
+        raise ValueError(f"X has {bad} of {X.shape[0]} rows with NaN or Inf; drop or impute them first")
+
+
+def check_parameters(X, weights, means, variances) -> None:
+    d = X.shape[1]
+    if means.ndim != 2 or means.shape[1] != d:
+        raise ValueError(f"means must have shape (K, {d}), got {tuple(means.shape)}")
+    K = means.shape[0]
+    if tuple(weights.shape) != (K,) or tuple(variances.shape) != (K, d):
+        raise ValueError(f"weights must be ({K},) and variances ({K}, {d}); got {tuple(weights.shape)}, {tuple(variances.shape)}")
+    for name, t in (("weights", weights), ("means", means), ("variances", variances)):
+        if t.device != X.device:
+            raise ValueError(f"{name} is on {t.device} but X is on {X.device}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} has non-finite entries")
+    if not bool((weights > 0).all()) or not bool((variances > 0).all()):
+        raise ValueError("weights and variances must be > 0")
+
+
+def data_center(X: torch.Tensor, center: bool) -> torch.Tensor:
+    """The in-kernel shift: the column mean, or zero after checking the data is
+    close enough to the origin for the lift (else a ValueError that says why)."""
+    mean = X.double().mean(0)
+    if center:
+        return mean
+    std = X.double().std(0, unbiased=False).clamp_min(1e-30)
+    ratio = float((mean.abs() / std).max())
+    if ratio > MAX_UNCENTERED_OFFSET:
+        raise ValueError(
+            f"X is far from the origin (max |mean|/std = {ratio:.3g} > {MAX_UNCENTERED_OFFSET}): the lifted score "
+            "S = [X|X*X] W + b cancels terms of size |x|^2/V and loses about one digit per decade of offset; "
+            "pass center=True (the default) or center X yourself")
+    return torch.zeros_like(mean)
+
+
+class _Workspace:
+    """Per-fit buffers reused across iterations (statistics, padded center, L)."""
+
+    def __init__(self, X, K, center, algorithm):
+        N, d = X.shape
+        self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+        f64, dev = torch.float64, X.device
+        self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
+        self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)
+        self.ll = torch.zeros(1, dtype=f64, device=dev)
+        self.center64 = center
+        self.center = torch.zeros(self.d_pad, dtype=torch.float32, device=dev)
+        self.center[:d] = center.float()
+        self.L = torch.empty(N, dtype=torch.float32, device=dev) if algorithm == "two_pass" else None
+
+
+def _resolve(K, d, algorithm, precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if algorithm == "auto":
+        return choose_algorithm(K, d)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
+    return algorithm
+
+
+def _step(X, weights, means, variances, ws: _Workspace, algorithm, precision, reg_covar, cfg: LaunchConfig):
+    K, d = means.shape
+    W, b = lift(weights, means.double() - ws.center64, variances, ws.k_pad, ws.d_pad)
+    for t in (ws.n, ws.su, ws.ll):
+        t.zero_()
+    out = (ws.n, ws.su, ws.ll)
+    if algorithm == "one_pass":
+        one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)
+    else:
+        two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L)
+    w, mu, var, floored = mstep(ws.n, ws.su, X.shape[0], K, d, ws.center64, reg_covar)
+    return w, mu, var, ws.ll[0].clone(), floored
+
+
+def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm: str = "auto",
+            precision: str = "tf32x3", center: bool = True, config: LaunchConfig | None = None) -> StepResult:
+    """One fused EM iteration.
+
+    X (N, d) float32; weights (K,), means (K, d), variances (K, d) on X's device.
+    Returns the updated parameters (float64) and ell = sum_i log p(x_i) at the
+    incoming parameters. Validates X on every call (one extra read); loops
+    should call :func:`fit`, which validates once.
+    """
+    check_data(X)
+    check_parameters(X, weights, means, variances)
+    K, d = means.shape
+    algorithm = _resolve(K, d, algorithm, precision)
+    ws = _Workspace(X, K, data_center(X, center), algorithm)
+    cfg = config or launch_config(algorithm, K, d)
+    w, mu, var, ll, floored = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
+    return StepResult(w, mu, var, ll, floored, algorithm)
+
+
+def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
+        center: bool = True, config: LaunchConfig | None = None) -> FitResult:
+    """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, variances)
+    (tensors or arrays). No early stopping; nothing synchronizes with the host
+    inside the loop."""
+    check_data(X)
+    weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
+    check_parameters(X, weights, means, variances)
+    if n_iter < 0:
+        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    K, d = means.shape
+    algorithm = _resolve(K, d, algorithm, precision)
+    ws = _Workspace(X, K, data_center(X, center), algorithm)
+    cfg = config or launch_config(algorithm, K, d)
+    lls, floored = [], torch.zeros((), dtype=torch.int64, device=X.device)
+    for _ in range(n_iter):
+        weights, means, variances, ll, f = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
+        lls.append(ll)
+        floored += f
+    lls = torch.stack(lls) if lls else torch.zeros(0, dtype=torch.float64, device=X.device)
+    return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)

@@ -1,0 +1,36 @@
+"""Launch geometry shared by the kernels: tile sizes, warps and the persistent grid."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+INTERPRETER_PROGRAMS = 3  # programs the CPU interpreter runs: few, but > 1 so atomics are exercised
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tile shape and launch knobs of one kernel call.
+
+    block_n: rows per tile; block_k: components per tile (two-pass only);
+    programs_per_sm: persistent programs per multiprocessor.
+    """
+
+    block_n: int = 64
+    block_k: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+    programs_per_sm: int = 2
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def program_count(n_tiles: int, device: torch.device, per_sm: int) -> int:
+    """Persistent grid: a small multiple of the SM count, never more than the tiles."""
+    if device.type != "cuda":
+        return max(1, min(n_tiles, INTERPRETER_PROGRAMS))
+    return max(1, min(n_tiles, per_sm * sm_count(device.index or 0)))

@@ -1,0 +1,55 @@
+"""The lift of Lemma 1: the whole score matrix as one product plus an offset.
+
+S = [X | X*X] @ W + b with W = [M*tau | -tau/2]^T (2*d_pad, K_pad) and
+b_k = log pi_k - d/2 log 2pi - 1/2 sum_c log V_kc - 1/2 sum_c mu_kc^2 tau_kc.
+Built in float64 on the device once per iteration (Theta(Kd) work), stored in
+float32, zero-padded to powers of two so the kernels can load whole tiles;
+padded components get the finite sentinel -3e38 in b (never -inf:
+-inf - (-inf) = NaN in the max-shifted exponentials).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+SENTINEL = -3.0e38
+
+
+def pow2_at_least_16(n: int) -> int:
+    """Padded extent of a component or feature axis (tl.dot needs >= 16)."""
+    return max(16, 1 << (int(n) - 1).bit_length())
+
+
+def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_pad: int, d_pad: int):
+    """(W, b): W float32 (2*d_pad, k_pad), b float32 (k_pad,).
+
+    ``means`` must already be in the kernel's (centered) coordinates.
+    """
+    K, d = means.shape
+    w64, m64, v64 = weights.double(), means.double(), variances.double()
+    tau = 1.0 / v64
+    W = torch.zeros((2 * d_pad, k_pad), dtype=torch.float32, device=means.device)
+    W[:d, :K] = (m64 * tau).T.float()
+    W[d_pad : d_pad + d, :K] = (-0.5 * tau).T.float()
+    b = torch.full((k_pad,), SENTINEL, dtype=torch.float32, device=means.device)
+    b[:K] = (
+        torch.log(w64) - 0.5 * d * math.log(2.0 * math.pi) - 0.5 * torch.log(v64).sum(1) - 0.5 * (m64 * m64 * tau).sum(1)
+    ).float()
+    return W, b
+
+
+@triton.jit
+def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
+    """Row tile of [x - c | (x - c)^2] formed in registers (X read once, X*X never
+    stored), zero in padded lanes, and the mask of rows that exist."""
+    lanes = tl.arange(0, 2 * D_PAD)
+    src = lanes % D_PAD
+    col_ok = src < d
+    row_ok = rows < N
+    c = tl.load(center + src)
+    x = tl.load(X + rows[:, None] * stride_x + src[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    x = tl.where(col_ok[None, :], x - c[None, :], 0.0)
+    return tl.where(lanes[None, :] < D_PAD, x, x * x), row_ok

@@ -1,0 +1,75 @@
+"""Algorithm 2: one sweep of the component axis, X read once.
+
+A persistent launch: each program keeps the whole padded component axis on chip
+(the lifted parameters W and b, and the accumulators n, [s | u]) and strides over
+row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, gets
+the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
+the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
+accumulates the statistics with a second tl.dot. One atomic commit per program.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.launch import LaunchConfig, program_count
+from kernels.lift import lifted_rows
+
+
+@triton.jit
+def _one_pass_kernel(
+    X, center, W, b,  # X (N, d) f32; center (D_PAD,) f32; W (2*D_PAD, K_PAD) f32; b (K_PAD,) f32
+    n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
+    N, d, stride_x, n_tiles, num_programs,
+    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, 2 * D_PAD)  # lifted feature lanes: [x | x*x]
+    kk = tl.arange(0, K_PAD)
+    w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+    bias = tl.load(b + kk)
+    n_acc = tl.zeros([K_PAD], dtype=tl.float32)
+    su_acc = tl.zeros([K_PAD, 2 * D_PAD], dtype=tl.float32)
+    ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
+    for tile in range(pid, n_tiles, num_programs):
+        xt, row_ok = lifted_rows(X, center, tile * BLOCK_N + tl.arange(0, BLOCK_N), N, d, stride_x, D_PAD)
+        s = tl.dot(xt, w, input_precision=PRECISION) + bias[None, :]
+        m = tl.max(s, 1)
+        p = tl.exp(s - m[:, None])
+        lam = tl.sum(p, 1)
+        g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
+        n_acc += tl.sum(g, 0)
+        su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+        ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
+    tl.atomic_add(n_out + kk, n_acc.to(tl.float64))
+    tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
+    tl.atomic_add(ll_out, tl.sum(ll_acc, 0))
+
+
+def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
+                        cfg: LaunchConfig, precision: str, out=None):
+    """Statistics of one E-step by Algorithm 2.
+
+    X (N, d) float32 contiguous; center (d_pad,) float32; W (2*d_pad, k_pad) and
+    b (k_pad,) from :func:`kernels.lift.lift`. Returns float64 tensors
+    n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
+    ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
+    """
+    N, d = X.shape
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    n, su, ll = out if out is not None else _zeros(k_pad, d_pad, X.device)
+    n_tiles = triton.cdiv(N, cfg.block_n)
+    P = program_count(n_tiles, X.device, cfg.programs_per_sm)
+    _one_pass_kernel[(P,)](
+        X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P,
+        K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return n, su, ll
+
+
+def _zeros(k_pad, d_pad, device):
+    f64 = torch.float64
+    return (torch.zeros(k_pad, dtype=f64, device=device), torch.zeros(k_pad, 2 * d_pad, dtype=f64, device=device),
+            torch.zeros(1, dtype=f64, device=device))

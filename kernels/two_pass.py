@@ -1,0 +1,91 @@
+"""Algorithm 3: two sweeps of the component axis, for K beyond the on-chip budget.
+
+Pass 1 (row tiles on the grid) sweeps the component axis in BLOCK_K tiles with
+the online (m, lambda) merge and writes L = m + log(lambda) (N floats) and ell.
+Pass 2 puts component tiles on the grid, split over the rows: each program keeps
+one component tile's lifted parameters and accumulators on chip, recomputes the
+score of every row tile of its split, forms Gamma = exp(S - L) and commits its
+tile's statistics with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.launch import LaunchConfig, program_count
+from kernels.lift import SENTINEL, lifted_rows
+
+
+@triton.jit
+def _normalizer_kernel(
+    X, center, W, b, L_out, ll_out,
+    N, d, K, stride_x,
+    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+    lanes = tl.arange(0, 2 * D_PAD)
+    m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
+    lam = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + tl.arange(0, BLOCK_K)
+        w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+        s = tl.dot(xt, w, input_precision=PRECISION) + tl.load(b + kk)[None, :]
+        m_new = tl.maximum(m, tl.max(s, 1))
+        lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
+        m = m_new
+    L = m + tl.log(lam)
+    tl.store(L_out + rows, L, mask=row_ok)
+    tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0))
+
+
+@triton.jit
+def _statistics_kernel(
+    X, center, W, b, L, n_out, su_out,
+    N, d, stride_x, n_tiles, n_splits,
+    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    split = tl.program_id(1)
+    lanes = tl.arange(0, 2 * D_PAD)
+    w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+    bias = tl.load(b + kk)
+    n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
+    su_acc = tl.zeros([BLOCK_K, 2 * D_PAD], dtype=tl.float32)
+    for tile in range(split, n_tiles, n_splits):
+        rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        Lr = tl.load(L + rows, mask=row_ok, other=0.0)
+        s = tl.dot(xt, w, input_precision=PRECISION) + bias[None, :]
+        g = tl.where(row_ok[:, None], tl.exp(s - Lr[:, None]), 0.0)
+        n_acc += tl.sum(g, 0)
+        su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+    tl.atomic_add(n_out + kk, n_acc.to(tl.float64))
+    tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
+
+
+def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
+                        cfg: LaunchConfig, precision: str, out=None, L_buffer=None):
+    """Statistics of one E-step by Algorithm 3; same contract as
+    :func:`kernels.one_pass.one_pass_statistics`. ``L_buffer`` (N,) float32 is the
+    row-normalizer scratch (allocated when not given)."""
+    N, d = X.shape
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    block_k = min(cfg.block_k, k_pad)
+    if out is None:
+        f64 = torch.float64
+        out = (torch.zeros(k_pad, dtype=f64, device=X.device), torch.zeros(k_pad, 2 * d_pad, dtype=f64, device=X.device),
+               torch.zeros(1, dtype=f64, device=X.device))
+    n, su, ll = out
+    L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)
+    n_tiles = triton.cdiv(N, cfg.block_n)
+    meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    _normalizer_kernel[(n_tiles,)](X, center, W, b, L, ll, N, d, K, X.stride(0), SENTINEL_VALUE=SENTINEL, **meta)
+    k_tiles = triton.cdiv(K, block_k)
+    n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
+    return n, su, ll
