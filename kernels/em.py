@@ -52,7 +52,7 @@ def interpreter_mode() -> bool:
 
 
 def check_data(X: torch.Tensor) -> None:
-    """Reject what the kernels cannot take, naming the problem (one read of X)."""
+    """Reject what the kernels cannot take, naming the problem."""
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
@@ -64,9 +64,26 @@ def check_data(X: torch.Tensor) -> None:
     want = "cpu" if interpreter_mode() else "cuda"
     if X.device.type != want:
         raise ValueError(f"X must be on {want} (TRITON_INTERPRET={int(interpreter_mode())}), got {X.device}")
-    bad = int((~torch.isfinite(X).all(1)).sum())
-    if bad:
-        raise ValueError(f"X has {bad} of {X.shape[0]} rows with NaN or Inf; drop or impute them first")
+
+
+def column_moments(X: torch.Tensor, rows_per_chunk: int = 1 << 18):
+    """(mean, std) per column in float64 and the number of rows holding NaN or Inf,
+    in one chunked read of X (temporaries stay a few MB whatever N is)."""
+    s1 = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+    s2 = torch.zeros_like(s1)
+    bad = torch.zeros((), dtype=torch.int64, device=X.device)
+    for r0 in range(0, X.shape[0], rows_per_chunk):
+        x = X[r0 : r0 + rows_per_chunk].double()
+        ok = torch.isfinite(x).all(1)
+        bad += (~ok).sum()
+        x = x[ok]
+        s1 += x.sum(0)
+        s2 += (x * x).sum(0)
+    n_bad = int(bad)
+    if n_bad:
+        raise ValueError(f"X has {n_bad} of {X.shape[0]} rows with NaN or Inf; drop or impute them first")
+    mean = s1 / X.shape[0]
+    return mean, (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
 
 
 def check_parameters(X, weights, means, variances) -> None:
@@ -85,14 +102,18 @@ def check_parameters(X, weights, means, variances) -> None:
         raise ValueError("weights and variances must be > 0")
 
 
-def data_center(X: torch.Tensor, center: bool) -> torch.Tensor:
-    """The in-kernel shift: the column mean, or zero after checking the data is
-    close enough to the origin for the lift (else a ValueError that says why)."""
-    mean = X.double().mean(0)
+def data_center(X: torch.Tensor, center) -> torch.Tensor:
+    """The in-kernel shift (float64, (d,)), after validating X's values.
+
+    center=True: the column mean. center=False: zero, after checking the data is
+    close enough to the origin for the lift (else a ValueError that says why).
+    A tensor is used as given (callers that validated X already)."""
+    if isinstance(center, torch.Tensor):
+        return center.to(device=X.device, dtype=torch.float64)
+    mean, std = column_moments(X)
     if center:
         return mean
-    std = X.double().std(0, unbiased=False).clamp_min(1e-30)
-    ratio = float((mean.abs() / std).max())
+    ratio = float((mean.abs() / std.clamp_min(1e-30)).max())
     if ratio > MAX_UNCENTERED_OFFSET:
         raise ValueError(
             f"X is far from the origin (max |mean|/std = {ratio:.3g} > {MAX_UNCENTERED_OFFSET}): the lifted score "
@@ -142,13 +163,15 @@ def _step(X, weights, means, variances, ws: _Workspace, algorithm, precision, re
 
 
 def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm: str = "auto",
-            precision: str = "tf32x3", center: bool = True, config: LaunchConfig | None = None) -> StepResult:
+            precision: str = "tf32x3", center=True, config: LaunchConfig | None = None) -> StepResult:
     """One fused EM iteration.
 
     X (N, d) float32; weights (K,), means (K, d), variances (K, d) on X's device.
     Returns the updated parameters (float64) and ell = sum_i log p(x_i) at the
-    incoming parameters. Validates X on every call (one extra read); loops
-    should call :func:`fit`, which validates once.
+    incoming parameters. ``center``: True (column mean), False (refuse data far
+    from the origin) or a (d,) tensor. Unless ``center`` is a tensor, X is
+    validated and its mean taken on every call (one extra read of X); loops
+    should call :func:`fit`, which does that once.
     """
     check_data(X)
     check_parameters(X, weights, means, variances)
@@ -161,10 +184,10 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
 
 
 def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
-        center: bool = True, config: LaunchConfig | None = None) -> FitResult:
+        center=True, config: LaunchConfig | None = None) -> FitResult:
     """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, variances)
     (tensors or arrays). No early stopping; nothing synchronizes with the host
-    inside the loop."""
+    inside the loop. ``center`` as in :func:`em_step`; X's values are checked once."""
     check_data(X)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, variances)

@@ -1,0 +1,129 @@
+"""The public API: fit/em_step against the float64 oracle and scikit-learn, the
+collapsed-component remedy, centering, and input validation."""
+import numpy as np
+import pytest
+import torch
+from sklearn.mixture import GaussianMixture
+
+import kernels
+from kernels import reference as ref
+from kernels.tests.conftest import ALGORITHMS, DEVICE, problem
+
+
+def as_np(t):
+    return t.detach().cpu().double().numpy()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fit_follows_float64_em(algorithm, precision):
+    X, w, m, v = problem(1023, 7, 5, seed=1)
+    r = kernels.fit(X, (w, m, v), 6, algorithm=algorithm, precision=precision)
+    (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 6)
+    assert r.algorithm == algorithm and r.n_floored == 0
+    np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-6)
+    np.testing.assert_allclose(as_np(r.weights), rw, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(as_np(r.means), rm, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(as_np(r.variances), rv, rtol=1e-4)
+    assert abs(as_np(r.weights).sum() - 1.0) < 1e-6
+
+
+def test_fit_agrees_with_scikit_learn():
+    """Several iterations from the same init as sklearn's GaussianMixture (diag)."""
+    X, w, m, v = problem(1023, 4, 3, seed=5)
+    gm = GaussianMixture(4, covariance_type="diag", max_iter=5, tol=0.0, reg_covar=1e-6, weights_init=w,
+                         means_init=m, precisions_init=1.0 / v, init_params="random")
+    with pytest.warns(Warning):  # sklearn's ConvergenceWarning: tol=0 never converges
+        gm.fit(X.cpu().numpy().astype(np.float64))
+    r = kernels.fit(X, (w, m, v), 5)
+    np.testing.assert_allclose(as_np(r.weights), gm.weights_, rtol=1e-4)
+    np.testing.assert_allclose(as_np(r.means), gm.means_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(as_np(r.variances), gm.covariances_, rtol=1e-4)
+
+
+def test_em_step_returns_incoming_log_likelihood():
+    X, w, m, v = problem(500, 3, 4, seed=2)
+    t = [torch.as_tensor(a, device=DEVICE) for a in (w, m, v)]
+    r = kernels.em_step(X, *t)
+    assert float(r.log_likelihood) == pytest.approx(ref.estep(X.cpu().numpy(), w, m, v)[3], rel=1e-6)
+
+
+def test_collapsed_component_is_floored_and_counted():
+    """A component sitting on one isolated far point: u/n and mu*mu agree to float32
+    rounding (~1e-7 |x|^2 >> reg_covar), so V cancels to about +-1e-3 and, unfloored,
+    goes negative in some coordinates. The fit must stay valid and say so."""
+    d = 16
+    rng = np.random.default_rng(0)
+    X = rng.normal(0.0, 1.0, (2000, d)).astype(np.float32)
+    X[-1] = 150.0 + rng.normal(0.0, 1.0, d)  # one isolated point
+    X = torch.as_tensor(X, device=DEVICE)
+    w = np.array([0.5, 0.5], np.float32)
+    m = np.stack([np.zeros(d), X[-1].cpu().numpy()]).astype(np.float32)
+    v = np.stack([np.ones(d), np.full(d, 1e-2)]).astype(np.float32)
+    r = kernels.fit(X, (w, m, v), 3, reg_covar=1e-6, center=torch.zeros(d, dtype=torch.float64, device=DEVICE))
+    var = as_np(r.variances)
+    assert np.isfinite(var).all() and (var >= 1e-6).all()
+    assert r.n_floored > 0  # the planted cancellation really happened and was counted
+    assert as_np(r.weights)[1] == pytest.approx(1 / 2000, rel=1e-5)
+
+
+def test_healthy_fit_floors_nothing():
+    X, w, m, v = problem(1023, 5, 6, seed=3)
+    assert kernels.fit(X, (w, m, v), 4).n_floored == 0
+
+
+@pytest.mark.parametrize("offset", [1e2, 1e4])
+def test_offset_data_is_centered_in_kernel(offset):
+    X, w, m, v = problem(1023, 3, 5, seed=6)
+    Xo, mo = X + offset, m + np.float32(offset)
+    r = kernels.fit(Xo, (w, mo, v), 3)
+    (rw, rm, rv), rlls = ref.em(Xo.cpu().numpy(), w, mo, v, 3)
+    np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-6)
+    np.testing.assert_allclose(as_np(r.variances), rv, rtol=1e-3)
+
+
+def test_uncentered_far_data_is_refused_with_the_reason():
+    X, w, m, v = problem(300, 3, 5)
+    with pytest.raises(ValueError, match="far from the origin"):
+        kernels.fit(X + 1e4, (w, m + 1e4, v), 1, center=False)
+
+
+def test_lift_conditioning_loss_grows_with_offset():
+    """Paper Appendix C: the lifted float32 score loses accuracy as data moves away
+    from the origin, roughly a decade per decade, while the centered form does not.
+    This measurement is why the kernels center X."""
+    rng = np.random.default_rng(0)
+    d, K = 64, 8
+    x = rng.normal(0, 1, (4000, d))
+    mu, var = rng.normal(0, 1, (K, d)), rng.uniform(0.5, 2.0, (K, d))
+    ratios = []
+    for offset in (0.0, 1e2, 1e4):
+        xo, mo = x + offset, mu + offset
+        exact = -0.5 * (((xo[:, None] - mo[None]) ** 2) / var[None]).sum(-1)
+        x32, m32, t32 = xo.astype(np.float32), mo.astype(np.float32), (1 / var).astype(np.float32)
+        lifted = (x32 @ (m32 * t32).T - 0.5 * (x32 * x32) @ t32.T - 0.5 * (m32 * m32 * t32).sum(1)).astype(np.float64)
+        centered = (-0.5 * (((x32[:, None] - m32[None]) ** 2) * t32[None]).sum(-1)).astype(np.float64)
+        err = lambda s: np.abs(s - exact).max() / np.abs(exact).max()  # noqa: E731
+        ratios.append(err(lifted) / err(centered))
+    assert ratios[1] > 10 * ratios[0] and ratios[2] > 10 * ratios[1], ratios
+
+
+def test_bad_inputs_are_named():
+    X, w, m, v = problem(100, 3, 4)
+    args = (w, m, v)
+    with pytest.raises(TypeError, match="float32"):
+        kernels.fit(X.double(), args, 1)
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels.fit(torch.cat([X, X], 1)[:, ::2], args, 1)
+    bad = X.clone()
+    bad[[3, 7], 1] = float("nan")
+    bad[11, 0] = float("inf")
+    with pytest.raises(ValueError, match="3 of 100 rows"):
+        kernels.fit(bad, args, 1)
+    with pytest.raises(ValueError, match=r"means must have shape \(K, 4\)"):
+        kernels.fit(X, (w, m[:, :3], v), 1)
+    with pytest.raises(ValueError, match="> 0"):
+        kernels.fit(X, (w, m, -v), 1)
+    with pytest.raises(ValueError, match="algorithm"):
+        kernels.fit(X, args, 1, algorithm="three_pass")
+    with pytest.raises(ValueError, match="precision"):
+        kernels.fit(X, args, 1, precision="bf16")
