@@ -24,9 +24,19 @@ def choose_algorithm(K: int, d: int, device_name: str | None = None) -> str:
 
 
 def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tile shape for a (K, d): fewer rows per tile as the on-chip state grows."""
+    """Tile shape for a (K, d), measured on the H200 (kernels/measure.py, 2026-11-30).
+
+    tf32x3 splits every dot operand in registers, so the kernels are register
+    bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no
+    software pipelining at d_pad = 128 where shared memory runs out.
+    """
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
-        state = k_pad * d_pad
-        return LaunchConfig(block_n=128 if state <= 2048 else 64, num_warps=4 if state <= 1024 else 8)
-    return LaunchConfig(block_n=64, block_k=64, num_warps=4)
+        if d_pad >= 128:
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
+        if k_pad >= 128 or d_pad >= 64:
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=2)
+        return LaunchConfig(block_n=64, num_warps=4, num_stages=3)
+    if d_pad >= 128:
+        return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)
+    return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)

@@ -125,17 +125,66 @@ def data_center(X: torch.Tensor, center) -> torch.Tensor:
 class _Workspace:
     """Per-fit buffers reused across iterations (statistics, padded center, L)."""
 
-    def __init__(self, X, K, center, algorithm):
+    def __init__(self, X, K, algorithm):
         N, d = X.shape
         self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
         f64, dev = torch.float64, X.device
         self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
         self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)
         self.ll = torch.zeros(1, dtype=f64, device=dev)
-        self.center64 = center
+        self.center64 = torch.zeros(d, dtype=f64, device=dev)
         self.center = torch.zeros(self.d_pad, dtype=torch.float32, device=dev)
-        self.center[:d] = center.float()
         self.L = torch.empty(N, dtype=torch.float32, device=dev) if algorithm == "two_pass" else None
+
+    def set_center(self, center: torch.Tensor) -> None:
+        self.center64.copy_(center)
+        self.center[: center.shape[0]].copy_(center)
+
+
+class _GraphedLoop:
+    """n_iter EM iterations captured once as a CUDA graph and replayed per fit.
+
+    At small N an iteration is a dozen tiny launches (lift, kernel, M-step) whose
+    launch overhead exceeds the work; replaying a graph pays it once. Parameters,
+    center and outputs live in static buffers that every fit() copies into.
+    """
+
+    def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
+        d, dev, f64 = X.shape[1], X.device, torch.float64
+        self.ws = _Workspace(X, K, algorithm)
+        self.params = [torch.ones(K, dtype=f64, device=dev) / K, torch.zeros(K, d, dtype=f64, device=dev),
+                       torch.ones(K, d, dtype=f64, device=dev)]
+        self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
+        self.floored = torch.zeros((), dtype=torch.int64, device=dev)
+
+        def loop():
+            for i in range(n_iter):
+                *new, ll, f = _step(X, *self.params, self.ws, algorithm, precision, reg_covar, cfg)
+                for p, q in zip(self.params, new):
+                    p.copy_(q)
+                self.lls[i : i + 1].copy_(ll.view(1))
+                self.floored.add_(f)
+
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):  # compile and allocate outside the capture
+            loop()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            loop()
+
+    def run(self, params, center):
+        for p, q in zip(self.params, params):
+            p.copy_(q)
+        self.ws.set_center(center)
+        self.floored.zero_()
+        self.graph.replay()
+        return [p.clone() for p in self.params], self.lls.clone(), self.floored
+
+
+_GRAPHS: dict = {}
+_MAX_GRAPHS = 4
 
 
 def _resolve(K, d, algorithm, precision):
@@ -162,6 +211,16 @@ def _step(X, weights, means, variances, ws: _Workspace, algorithm, precision, re
     return w, mu, var, ws.ll[0].clone(), floored
 
 
+def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg) -> _GraphedLoop:
+    """The cached graph for this X (by address and shape) and these settings."""
+    key = (X.data_ptr(), tuple(X.shape), X.device, K, n_iter, algorithm, precision, reg_covar, cfg)
+    if key not in _GRAPHS:
+        while len(_GRAPHS) >= _MAX_GRAPHS:
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        _GRAPHS[key] = _GraphedLoop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
+    return _GRAPHS[key]
+
+
 def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm: str = "auto",
             precision: str = "tf32x3", center=True, config: LaunchConfig | None = None) -> StepResult:
     """One fused EM iteration.
@@ -177,17 +236,20 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     check_parameters(X, weights, means, variances)
     K, d = means.shape
     algorithm = _resolve(K, d, algorithm, precision)
-    ws = _Workspace(X, K, data_center(X, center), algorithm)
+    ws = _Workspace(X, K, algorithm)
+    ws.set_center(data_center(X, center))
     cfg = config or launch_config(algorithm, K, d)
     w, mu, var, ll, floored = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
     return StepResult(w, mu, var, ll, floored, algorithm)
 
 
 def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
-        center=True, config: LaunchConfig | None = None) -> FitResult:
+        center=True, config: LaunchConfig | None = None, cuda_graph: bool = True) -> FitResult:
     """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, variances)
     (tensors or arrays). No early stopping; nothing synchronizes with the host
-    inside the loop. ``center`` as in :func:`em_step`; X's values are checked once."""
+    inside the loop. ``center`` as in :func:`em_step`; X's values are checked once.
+    On CUDA the loop is captured as a CUDA graph on first use and replayed by
+    later fits of the same X and settings (``cuda_graph=False`` runs it eagerly)."""
     check_data(X)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, variances)
@@ -195,8 +257,14 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     K, d = means.shape
     algorithm = _resolve(K, d, algorithm, precision)
-    ws = _Workspace(X, K, data_center(X, center), algorithm)
+    shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
+    if X.is_cuda and cuda_graph and n_iter > 0:
+        (weights, means, variances), lls, floored = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar,
+                                                                   cfg).run((weights, means, variances), shift)
+        return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)
+    ws = _Workspace(X, K, algorithm)
+    ws.set_center(shift)
     lls, floored = [], torch.zeros((), dtype=torch.int64, device=X.device)
     for _ in range(n_iter):
         weights, means, variances, ll, f = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)

@@ -14,7 +14,9 @@ class LaunchConfig:
     """Tile shape and launch knobs of one kernel call.
 
     block_n: rows per tile; block_k: components per tile (two-pass only);
-    programs_per_sm: persistent programs per multiprocessor.
+    programs_per_sm: persistent programs per multiprocessor; stats_by_lanes:
+    accumulate [s | u] transposed so its wider axis is the dot's M (None: when
+    2*d_pad exceeds the component tile).
     """
 
     block_n: int = 64
@@ -22,6 +24,10 @@ class LaunchConfig:
     num_warps: int = 4
     num_stages: int = 2
     programs_per_sm: int = 2
+    stats_by_lanes: bool | None = None
+
+    def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:
+        return 2 * d_pad > k_tile if self.stats_by_lanes is None else self.stats_by_lanes
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,6 +23,7 @@ def _one_pass_kernel(
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    STATS_BY_LANES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     lanes = tl.arange(0, 2 * D_PAD)  # lifted feature lanes: [x | x*x]
@@ -30,7 +31,10 @@ def _one_pass_kernel(
     w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
     bias = tl.load(b + kk)
     n_acc = tl.zeros([K_PAD], dtype=tl.float32)
-    su_acc = tl.zeros([K_PAD, 2 * D_PAD], dtype=tl.float32)
+    if STATS_BY_LANES:  # accumulate [s | u]^T: the wider axis becomes the dot's M (tensor-core friendly)
+        su_acc = tl.zeros([2 * D_PAD, K_PAD], dtype=tl.float32)
+    else:
+        su_acc = tl.zeros([K_PAD, 2 * D_PAD], dtype=tl.float32)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         xt, row_ok = lifted_rows(X, center, tile * BLOCK_N + tl.arange(0, BLOCK_N), N, d, stride_x, D_PAD)
@@ -40,10 +44,16 @@ def _one_pass_kernel(
         lam = tl.sum(p, 1)
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
         n_acc += tl.sum(g, 0)
-        su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+        if STATS_BY_LANES:
+            su_acc += tl.dot(tl.trans(xt), g, input_precision=PRECISION)
+        else:
+            su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64))
-    tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
+    if STATS_BY_LANES:
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64))
+    else:
+        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0))
 
 
@@ -63,7 +73,7 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     P = program_count(n_tiles, X.device, cfg.programs_per_sm)
     _one_pass_kernel[(P,)](
         X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P,
-        K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
+        K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return n, su, ll

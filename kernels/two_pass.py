@@ -46,7 +46,7 @@ def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, n_tiles, n_splits,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, STATS_BY_LANES: tl.constexpr,
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
@@ -54,7 +54,10 @@ def _statistics_kernel(
     w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
     bias = tl.load(b + kk)
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
-    su_acc = tl.zeros([BLOCK_K, 2 * D_PAD], dtype=tl.float32)
+    if STATS_BY_LANES:  # as in the one-pass kernel: the wider axis is the dot's M
+        su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
+    else:
+        su_acc = tl.zeros([BLOCK_K, 2 * D_PAD], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
@@ -62,9 +65,15 @@ def _statistics_kernel(
         s = tl.dot(xt, w, input_precision=PRECISION) + bias[None, :]
         g = tl.where(row_ok[:, None], tl.exp(s - Lr[:, None]), 0.0)
         n_acc += tl.sum(g, 0)
-        su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+        if STATS_BY_LANES:
+            su_acc += tl.dot(tl.trans(xt), g, input_precision=PRECISION)
+        else:
+            su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64))
-    tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
+    if STATS_BY_LANES:
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64))
+    else:
+        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
@@ -87,5 +96,6 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     _normalizer_kernel[(n_tiles,)](X, center, W, b, L, ll, N, d, K, X.stride(0), SENTINEL_VALUE=SENTINEL, **meta)
     k_tiles = triton.cdiv(K, block_k)
     n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
-    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits,
+                                            STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), **meta)
     return n, su, ll

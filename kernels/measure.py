@@ -1,0 +1,153 @@
+"""Kernel-only and whole-iteration times, bandwidth, roofline fraction and the
+compiler's resource report (registers, spills, shared memory) per shape.
+
+    python -m kernels.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass] [--out FILE.csv]
+
+Shapes are named N_K_d with K/M suffixes (20K = 20 000, 1M = 1 000 000). This is
+a diagnostic for kernel work on a GPU; the benchmark numbers of record come from
+the harness (`python -m harness arm=turbo_gmm ...`).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+import torch
+
+import kernels
+from harness.data import make_dataset, shared_init
+from kernels.dispatch import launch_config
+from kernels.launch import LaunchConfig
+from kernels.em import _resolve, _Workspace, data_center
+from kernels.lift import lift
+from kernels.one_pass import _one_pass_kernel, one_pass_statistics
+from kernels.two_pass import _normalizer_kernel, _statistics_kernel, two_pass_statistics
+
+SUFFIX = {"K": 1_000, "M": 1_000_000}
+
+
+def parse_shape(name: str):
+    def num(t):
+        return int(float(t[:-1]) * SUFFIX[t[-1]]) if t[-1] in SUFFIX else int(t)
+
+    N, K, d = (num(t) for t in name.split("_"))
+    return N, K, d
+
+
+def compiled_resources(seen: set) -> list[dict]:
+    """Compiler reports of kernels compiled since the last call."""
+    rows = []
+    for fn in (_one_pass_kernel, _normalizer_kernel, _statistics_kernel):
+        for cache in fn.device_caches.values():
+            for key, k in cache[0].items():
+                if (fn.__name__, key) in seen:
+                    continue
+                seen.add((fn.__name__, key))
+                k._init_handles()
+                rows.append({"kernel": fn.__name__, "regs": k.n_regs, "spills": k.n_spills,
+                             "shared_bytes": k.metadata.shared, "num_warps": k.metadata.num_warps})
+    return rows
+
+
+def time_ms(fn, reps: int) -> float:
+    """Minimum over reps of one call, CUDA events."""
+    best = float("inf")
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        best = min(best, a.elapsed_time(b))
+    return best
+
+
+def parse_config(text: str | None) -> LaunchConfig | None:
+    """'block_n:block_k:num_warps:num_stages[:T|F]' (last: stats_by_lanes)."""
+    if not text:
+        return None
+    f = text.split(":")
+    lanes = None if len(f) < 5 else f[4] == "T"
+    return LaunchConfig(block_n=int(f[0]), block_k=int(f[1]), num_warps=int(f[2]), num_stages=int(f[3]),
+                        stats_by_lanes=lanes)
+
+
+def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None) -> dict:
+    N, K, d = parse_shape(name)
+    X = make_dataset(N, K, d, 0, "cuda").X
+    init = shared_init(X, K, 0)
+    center = data_center(X, True)
+    alg = _resolve(K, d, algorithm, precision)
+    cfg = config or launch_config(alg, K, d)
+
+    def fit(graph=True):
+        return kernels.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
+                           center=center, config=cfg, cuda_graph=graph)
+
+    r = fit()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    iter_ms = time_ms(fit, 3) / n_iter
+    peak_extra_mb = (torch.cuda.max_memory_allocated() - base) / 2**20
+    fit(False)
+    eager_ms = time_ms(lambda: fit(False), 3) / n_iter
+    ws = _Workspace(X, K, alg)
+    ws.set_center(center)
+    params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
+    W, b = lift(params[0], params[1] - center, params[2], ws.k_pad, ws.d_pad)
+    out = (ws.n, ws.su, ws.ll)
+    if alg == "one_pass":
+        kern = lambda: one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)  # noqa: E731
+    else:
+        kern = lambda: two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L)  # noqa: E731
+    kernel_ms = time_ms(kern, 10)
+    res = compiled_resources(seen)
+    flop = 8.0 * N * K * d
+    return {
+        "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
+        "block_n": cfg.block_n, "block_k": cfg.block_k, "num_warps": cfg.num_warps,
+        "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages,
+        "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
+        "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
+        "useful_tflops": round(flop / (iter_ms * 1e-3) / 1e12, 2),
+        "peak_extra_mb": round(peak_extra_mb, 1), "n_floored": r.n_floored,
+        "ll_per_point": float(r.log_likelihoods[-1]) / N,
+        "resources": ";".join(f"{x['kernel']}:regs={x['regs']},spills={x['spills']},smem={x['shared_bytes']},"
+                              f"warps={x['num_warps']}" for x in res),
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shapes", nargs="+")
+    p.add_argument("--algorithm", default="auto")
+    p.add_argument("--precision", default="tf32x3")
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--config", action="append", default=[None],
+                   help="extra launch configs to time, block_n:block_k:warps:stages[:T|F] (repeatable)")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    seen: set = set()
+    rows = []
+    for name in a.shapes:
+        for alg in a.algorithm.split(","):
+            for text in a.config:
+                try:
+                    row = measure(name, alg, a.precision, a.n_iter, seen, parse_config(text))
+                except Exception as e:  # one failing config (e.g. OutOfResources) must not stop the others
+                    row = {"shape": name, "algorithm": alg, "config": text,
+                           "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                print(row, flush=True)
+                rows.append(row)
+                torch.cuda.empty_cache()
+    if a.out:
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        with open(a.out, "w", newline="") as f:
+            w = csv.DictWriter(f, keys)
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
