@@ -1,0 +1,92 @@
+# Turbo-GMM artifact. Two commands do everything on a fresh machine:
+#   make reproduce   the Table 1 sweep on a GPU (or the CPU smoke sweep), then its table and figure
+#   make test        the test suite (CPU; Triton kernels run in the interpreter)
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+TORCH ?= torch==2.13.0
+TORCHGMM ?= torchgmm==0.1.4
+FLASH_GMM_REPO ?= https://github.com/IBM/Flash-GMM.git
+FLASH_GMM_COMMIT ?= f3077ffe5d7e2522b9a1db8be1698ca5435d9609
+# make wheelhouse: wheels a GPU node without network needs beyond its image. The default set
+# is what the H200 image lacks (small); ALL=1 adds everything else a bare CUDA-torch image needs.
+PY ?= 3.12
+PLATFORM ?= manylinux_2_28_x86_64
+WHEELHOUSE ?= wheelhouse
+WHEELS_MIN := hydra-core==1.3.2 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 gmmx==0.7 \
+  pomegranate==1.1.2 apricot-select==0.6.1 nose==1.3.7 nvidia-ml-py==13.615.71
+WHEELS_ALL := $(WHEELS_MIN) pyyaml==6.0.4 numba==0.68.1 llvmlite==0.50.0 networkx==3.6.1 tqdm==4.70.1 \
+  psutil==7.2.2 mpmath==1.3.0 pandas==3.1.1 python-dateutil tzdata matplotlib==3.11.2 contourpy cycler \
+  kiwisolver fonttools pillow pyparsing scikit-learn==1.9.1 scipy==1.17.1 joblib threadpoolctl \
+  pytest==9.2.0 iniconfig pluggy pygments packaging pytorch-lightning==2.6.6 torchmetrics==1.9.0 \
+  lightning-utilities==0.15.3 fsspec typing-extensions
+WHEELS := $(if $(ALL),$(WHEELS_ALL),$(WHEELS_MIN))
+SDIST_ONLY := antlr4-python3-runtime==4.9.3 apricot-select==0.6.1
+HAS_CUDA_TORCH := $(shell $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && echo yes)
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+.PHONY: venv test reproduce figures baselines wheelhouse install-offline clean
+
+venv: $(STAMP)
+
+# A GPU node keeps the CUDA torch/jax/triton of its image (the venv sees them); elsewhere
+# the CPU build of torch 2.13.0 and every pinned package are installed into .venv.
+$(STAMP):
+ifeq ($(HAS_CUDA_TORCH),yes)
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	@if [ -d $(WHEELHOUSE) ]; then $(MAKE) install-offline PYTHON=$(abspath $(VPY)); \
+	 else echo "no $(WHEELHOUSE)/: using the image's packages as they are (see make wheelhouse)"; fi
+else
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --upgrade pip
+	$(VPY) -m pip install $(TORCH)
+	$(VPY) -m pip install -e '.[arms,test]'
+	$(VPY) -m pip install --no-deps $(TORCHGMM)
+endif
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: venv
+	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
+
+reproduce: venv
+ifeq ($(HAS_GPU),yes)
+	@echo "GPU found: Table 1 sweep (all shapes x all arms) -> results/<gpu>/table1.csv, then table1.md/.tex and fig1_latency.png/.pdf beside it"
+	$(VPY) -m harness -m experiment=table1
+else
+	@echo "No GPU: CPU smoke sweep (small shapes, CPU-capable arms; Turbo-GMM in the Triton interpreter) -> results/$$(hostname)-cpu/smoke.csv, then its table and figure"
+	TRITON_INTERPRET=1 $(VPY) -m harness -m experiment=smoke
+endif
+	$(MAKE) figures
+
+figures: venv
+	@for csv in results/*/table1.csv results/*/smoke.csv; do \
+	  [ -f "$$csv" ] || continue; \
+	  echo "rendering $$csv"; \
+	  $(VPY) -m figures.table1 "$$csv" && $(VPY) -m figures.fig1_latency "$$csv" || exit 1; \
+	done
+
+baselines:
+	@if [ ! -d third_party/Flash-GMM/.git ]; then \
+	  mkdir -p third_party && git clone $(FLASH_GMM_REPO) third_party/Flash-GMM; fi
+	git -C third_party/Flash-GMM fetch --quiet origin 2>/dev/null || true
+	git -C third_party/Flash-GMM checkout --quiet $(FLASH_GMM_COMMIT)
+	@echo "Flash-GMM at $$(git -C third_party/Flash-GMM rev-parse HEAD)"
+
+wheelhouse:
+	mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download --no-deps --only-binary=:all: --python-version $(PY) --platform $(PLATFORM) \
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d $(WHEELHOUSE) \
+	  $(filter-out $(SDIST_ONLY),$(WHEELS)) $(TORCHGMM)
+	$(PYTHON) -m pip wheel --no-deps -w $(WHEELHOUSE) $(SDIST_ONLY)
+	@echo "$(WHEELHOUSE)/ holds $$(ls $(WHEELHOUSE) | wc -l) wheels for Python $(PY) on $(PLATFORM)"
+
+# On the GPU node: the image's torch, triton, jax and numpy stay; the rest comes from the
+# wheelhouse. The project itself is run from the repository root (no install needed).
+install-offline:
+	$(PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps $(WHEELS) $(TORCHGMM)
+
+clean:
+	rm -rf .hydra_runs .pytest_cache build *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +

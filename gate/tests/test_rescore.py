@@ -1,0 +1,89 @@
+"""The gate against independent float64 references: accepts correct fits, rejects planted bad ones."""
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+from gate.rescore import label_rows, rescore
+from harness.data import make_dataset, shared_init
+from kernels import reference
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X = make_dataset(1023, 7, 5, 0).X
+    init = shared_init(X, 7, 0)
+    (w, m, v), _ = reference.em(X.double().numpy(), init.weights, init.means, init.variances, 10)
+    return X, w, m, v
+
+
+def test_accepts_a_correct_fit_with_the_reference_likelihood(fitted):
+    X, w, m, v = fitted
+    r = rescore(X, w, m, v, chunk_elems=100)  # many row chunks, one with a ragged tail
+    assert r.gate == "valid" and r.reasons == []
+    assert r.ll_per_point == pytest.approx(reference.mean_log_likelihood(X.numpy(), w, m, v), rel=1e-12)
+    assert r.sum_weights == pytest.approx(1.0, abs=1e-12)
+
+
+def test_likelihood_matches_mpmath_on_a_few_points():
+    """Far-apart components: log-sum-exp must not underflow where a naive sum would."""
+    X = torch.tensor([[0.0, 1.0], [40.0, -3.0], [-2.5, 0.5]], dtype=torch.float32)
+    w = np.array([0.3, 0.7])
+    m = np.array([[0.0, 0.0], [41.0, -2.0]])
+    v = np.array([[1.0, 2.0], [0.01, 0.5]])
+    mpmath.mp.dps = 50
+    total = mpmath.mpf(0)
+    for x in X.double().numpy():
+        dens = 0
+        for k in range(2):
+            p = mpmath.mpf(w[k])
+            for c in range(2):
+                p *= mpmath.exp(-(mpmath.mpf(x[c]) - m[k, c]) ** 2 / (2 * v[k, c])) / mpmath.sqrt(2 * mpmath.pi * v[k, c])
+            dens += p
+        total += mpmath.log(dens)
+    assert rescore(X, w, m, v).ll_per_point == pytest.approx(float(total / 3), rel=1e-13)
+
+
+@pytest.mark.parametrize("plant, reasons", [
+    (lambda w, m, v: v.__setitem__((2, 1), np.nan), ["non-finite LL", "non-finite variances"]),
+    (lambda w, m, v: m.__setitem__((0, 0), np.inf), ["non-finite means"]),  # LL stays finite: k=0 drops out
+    (lambda w, m, v: v.__setitem__((3, 4), -0.5), ["non-finite LL", "non-positive variances"]),
+    (lambda w, m, v: w.__imul__(1.001), ["sum(pi)=1.001"]),
+])
+def test_rejects_planted_bad_fits(fitted, plant, reasons):
+    X, w, m, v = fitted
+    w, m, v = w.copy(), m.copy(), v.copy()
+    plant(w, m, v)
+    r = rescore(X, w, m, v)
+    assert r.reasons == reasons and r.gate.startswith("rejected (")
+
+
+def test_weights_within_tolerance_pass_and_missing_weights_are_not_checked(fitted):
+    X, w, m, v = fitted
+    assert rescore(X, w * (1 + 5e-5), m, v).reasons == []
+    r = rescore(X, None, m, v)
+    assert r.sum_weights is None and r.reasons == []
+    assert r.ll_per_point == pytest.approx(reference.mean_log_likelihood(X.numpy(), np.full(7, 1 / 7), m, v), rel=1e-12)
+
+
+def test_labels_are_argmax_on_the_fixed_subsample(fitted):
+    X, w, m, v = fitted
+    rows = label_rows(1023, 0, 200)
+    assert np.array_equal(rows, label_rows(1023, 0, 200)) and len(set(rows)) == 200
+    assert len(label_rows(1023, 0, 20000)) == 1023
+    r = rescore(X, w, m, v, rows, chunk_elems=64)
+    expected = reference.log_prob(X.numpy()[rows], w, m, v).argmax(1)
+    assert np.array_equal(r.labels, expected)
+
+
+def test_shape_mismatch_is_an_error_not_a_verdict(fitted):
+    X, w, m, v = fitted
+    with pytest.raises(ValueError, match="do not fit X"):
+        rescore(X, w, m[:, :4], v[:, :4])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the gate re-scores on the GPU in float64")
+def test_gpu_rescore_matches_cpu(fitted):
+    X, w, m, v = fitted
+    assert rescore(X.cuda(), w, m, v).ll_per_point == pytest.approx(rescore(X, w, m, v).ll_per_point, rel=1e-12)

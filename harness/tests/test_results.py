@@ -1,0 +1,69 @@
+"""The experiment CSV: a function of the cell records, safe under parallel writers."""
+import json
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+from harness.results import COLUMNS, collect, read_csv, write_json_atomic, write_npz_atomic
+
+
+def _record(arm, shape="s", gate="valid", ll=-7.0, secs=(0.02, 0.01, 0.03), precision="fp32", N=1000, K=4, d=8):
+    return {"device": "dev", "experiment": "e", "arm": arm, "label": arm, "shape": shape, "N": N, "K": K, "d": d,
+            "seed": 0, "numerics": precision, "precision": precision, "n_iter": 10, "reps": len(secs),
+            "rep_seconds": list(secs), "status": "ok", "gate": gate, "ll_per_point": ll, "data_checksum": "c",
+            "params_file": f"cells/{arm}__{shape}.npz"}
+
+
+def _write(exp, rec, labels):
+    write_json_atomic(exp / "cells" / f"{rec['arm']}__{rec['shape']}.json", rec)
+    write_npz_atomic(exp / "cells" / f"{rec['arm']}__{rec['shape']}.npz", labels=np.asarray(labels, np.int32))
+
+
+def test_derived_columns(tmp_path):
+    exp = tmp_path / "dev" / "e"
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "env.json").write_text(json.dumps(
+        {"probes": {"hbm_read_gb_per_s": 4000.0, "tf32_tflops": 400.0, "fp32_tflops": 50.0}}))
+    _write(exp, _record("turbo_gmm", gate="rejected (non-finite LL)", precision="tf32x3"), [0, 0, 1, 1])
+    _write(exp, _record("pytorch", ll=-7.0), [0, 0, 1, 1])
+    _write(exp, _record("sklearn", ll=-7.0007), [1, 1, 0, 0])
+    _write(exp, _record("gmmx", ll=-6.0), [0, 1, 0, 1])
+    rows = {r["arm"]: r for r in read_csv(collect(exp))}
+    assert list(rows) == ["turbo_gmm", "pytorch", "sklearn", "gmmx"]  # conf/config.yaml arm_order
+    p = rows["pytorch"]
+    assert float(p["ms_per_iter_min"]) == pytest.approx(1.0) and float(p["ms_per_iter_median"]) == pytest.approx(2.0)
+    assert float(p["ms_per_iter_spread"]) == pytest.approx(2.0)
+    assert float(p["x_gb_per_s"]) == pytest.approx(1000 * 8 * 4 / 1e-3 / 1e9)
+    assert float(p["hbm_fraction"]) == pytest.approx(float(p["x_gb_per_s"]) / 4000)
+    assert float(p["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 1e-3 / 50e12)
+    assert float(rows["turbo_gmm"]["roofline_fraction"]) == pytest.approx(3 * 8 * 1000 * 4 * 8 / 1e-3 / 400e12)
+    # turbo_gmm is rejected, so the reference is the first valid arm in table order
+    assert {r["reference_arm"] for r in rows.values() if r["gate"] == "valid"} == {"pytorch"}
+    assert rows["turbo_gmm"]["reference_arm"] == "" and rows["turbo_gmm"]["ari"] == ""
+    assert float(rows["sklearn"]["rel_ll_diff"]) == pytest.approx(-1e-4) and float(rows["sklearn"]["ari"]) == 1.0
+    assert float(rows["gmmx"]["ari"]) < 0.5
+    with open(exp.with_suffix(".csv")) as f:
+        assert f.readline().strip().split(",") == COLUMNS
+
+
+def _writer(exp, worker, n):
+    for i in range(n):
+        rec = _record(f"arm{worker}", shape=f"s{i}", N=1000 + i)
+        _write(exp, rec, [0, 1, 1, 0])
+        rows = read_csv(collect(exp))  # never a partial file
+        assert all(r["status"] == "ok" for r in rows)
+
+
+def test_parallel_writers_lose_and_duplicate_nothing(tmp_path):
+    exp = tmp_path / "dev" / "e"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(exp, w, 8)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 4
+    rows = read_csv(exp.with_suffix(".csv"))
+    keys = [(r["arm"], r["shape"]) for r in rows]
+    assert len(keys) == 32 and len(set(keys)) == 32

@@ -1,0 +1,124 @@
+"""One cell, in its own process: data, shared init, the arm, the clock, memory, the gate.
+
+Started by harness/runner.py as ``python -m harness.worker '<cell spec JSON>'``. It
+writes the cell record (``status`` ``ok`` or ``unavailable: <reason>``) and the
+parameter ``.npz``; any exception is left to propagate, so the process exits non-zero
+with the traceback on stderr and the runner classifies it (OOM, OutOfResources, ...).
+"""
+from __future__ import annotations
+
+import os
+
+# Numerics and allocator settings must precede every library import (paper 5.1).
+os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
+
+import importlib  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.set_float32_matmul_precision("highest")
+
+from arms import to_numpy  # noqa: E402
+from gate.rescore import label_rows, rescore  # noqa: E402
+from harness import env  # noqa: E402
+from harness.data import make_dataset, shared_init  # noqa: E402
+from harness.memory import MB, NvmlSampler, PeakMeter  # noqa: E402
+from harness.results import write_json_atomic, write_npz_atomic  # noqa: E402
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "no reason given")
+
+
+def run(spec: dict) -> dict:
+    arm_cfg, shape = spec["arm"], spec["shape"]
+    N, K, d, seed, n_iter = shape["N"], shape["K"], shape["d"], spec["seed"], spec["n_iter"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    record_path = Path(spec["record"])
+    rec = dict(spec["row"], versions={}, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    sampler, nvml_error = None, None
+    if device == "cuda":
+        torch.cuda.init()
+        torch.zeros(1, device=device)  # the CUDA context exists before the NVML baseline
+        try:
+            sampler = NvmlSampler()
+        except Exception as e:  # no nvidia-ml-py or no NVML: the cross-check column stays empty, with the reason
+            nvml_error = f"{type(e).__name__}: {e}"
+    data = make_dataset(N, K, d, seed, device)
+    init = shared_init(data.X, K, seed)
+    rec["data_checksum"] = data.checksum
+
+    opts = dict(arm_cfg.get("options") or {}, reg_covar=spec["reg_covar"], numerics=arm_cfg["numerics"])
+    try:
+        arm = importlib.import_module(arm_cfg["module"])
+        # an arm may read its options to decide (e.g. where its source checkout lives)
+        reason = arm.available(opts) if inspect.signature(arm.available).parameters else arm.available()
+    except ImportError as e:
+        reason = f"{type(e).__name__}: {e}"
+    if reason:
+        rec.update(status=f"unavailable: {_first_line(reason)}", versions=env.imported_versions())
+        write_json_atomic(record_path, rec)
+        return rec
+
+    fit_fn = arm.prepare(data.X, init, n_iter, opts)
+    fit_fn()  # untimed warm-up: JIT compilation, autotuning, allocator growth
+    _sync(device)
+    meter = PeakMeter(getattr(arm, "MEMORY", "rss"), device, arm)
+    meter.reset()
+    if sampler:
+        sampler.start()
+    seconds = []
+    for _ in range(arm_cfg["reps"]):
+        _sync(device)
+        t0 = time.perf_counter()
+        fit = fit_fn()
+        _sync(device)
+        seconds.append(time.perf_counter() - t0)
+    nvml_bytes = sampler.stop() if sampler else None
+    peak, source = meter.read()
+
+    rows = label_rows(N, seed, spec["ari_rows"])
+    score = rescore(data.X, fit.weights, fit.means, fit.variances, rows)
+    if fit.n_iter is not None and fit.n_iter != n_iter:
+        score.reasons.append(f"stopped early ({fit.n_iter} of {n_iter} iterations)"
+                             if fit.n_iter < n_iter else f"ran {fit.n_iter} of {n_iter} iterations")
+    params = {"means": to_numpy(fit.means).astype(np.float32),
+              "variances": to_numpy(fit.variances).astype(np.float32),
+              "label_rows": rows.astype(np.int64), "labels": score.labels}
+    if fit.weights is not None:
+        params["weights"] = to_numpy(fit.weights).astype(np.float32)
+    npz = record_path.with_suffix(".npz")
+    write_npz_atomic(npz, **params)
+
+    info = dict(fit.info or {})
+    if nvml_error:
+        info["nvml_error"] = nvml_error
+    rec.update(
+        status="ok", gate=score.gate, n_iter_reported=fit.n_iter, rep_seconds=seconds,
+        algorithm=info.get("algorithm", ""), precision=info.get("precision", arm_cfg["numerics"]),
+        peak_mb=peak / MB, peak_source=source, nvml_peak_mb=None if nvml_bytes is None else nvml_bytes / MB,
+        ll_per_point=score.ll_per_point, sum_weights=score.sum_weights, info=info,
+        versions=env.imported_versions(), params_file=f"cells/{npz.name}",
+    )
+    write_json_atomic(record_path, rec)
+    return rec
+
+
+if __name__ == "__main__":
+    rec = run(json.loads(sys.argv[1]))
+    print(json.dumps({k: rec.get(k) for k in ("arm", "shape", "status", "gate", "rep_seconds", "peak_mb")}))
