@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from figures.table1 import ms_per_iter, sorted_rows  # noqa: E402
 from harness.results import arm_order, read_csv  # noqa: E402
@@ -68,7 +69,7 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
             elif not r["status"].startswith("unavailable"):
                 fx.append(x)
                 fm.append("r" if r["status"] == "ok" else "x")
-        ax.bar(xs, [h - floor for h in hs], width, bottom=floor, color=colors(j % 10), label=labels[arm])
+        ax.bar(xs, [h - floor for h in hs], width, bottom=floor, color=colors(j % 10))
         for x, ms in kept:
             ax.bar([x], [ms - floor], width, bottom=floor, color=colors(j % 10), hatch="//", edgecolor="k", lw=0.5)
             ax.text(x, ms * 1.05, "†", ha="center", va="bottom", fontsize=8)
@@ -86,7 +87,9 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
                 ax.axvline(i - 0.5, color="0.6", lw=0.8)
             ax.text(i - 0.4, top, g, va="bottom", fontsize=8)
             prev = g
-    ax.legend(fontsize=7, ncol=min(5, len(arms)), loc="upper left", bbox_to_anchor=(0, -0.28))
+    # one legend entry per arm even when none of its cells drew a bar (all failed or rejected)
+    handles = [Patch(facecolor=colors(j % 10), label=labels[arm]) for j, arm in enumerate(arms)]
+    ax.legend(handles=handles, fontsize=7, ncol=min(5, len(arms)), loc="upper left", bbox_to_anchor=(0, -0.28))
     ax.set_title("* Turbo-GMM ran Algorithm 3; x failed, r rejected by the gate (at the axis floor)", fontsize=8, pad=16)
     fig.tight_layout()
     out_dir = Path(out_dir or Path(csv_path).parent)

@@ -52,12 +52,15 @@ def device_label() -> str:
 
 
 def git_commit() -> str:
-    """HEAD commit, with ``+dirty`` when the work tree has uncommitted changes to tracked files."""
+    """HEAD commit, with ``+dirty`` when the work tree has uncommitted changes to tracked files.
+
+    A copy of the tree without ``.git`` (e.g. shipped to a GPU node) cannot say: there the
+    commit is taken from ``TURBO_GMM_COMMIT``, which whoever ships the tree sets."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return "none"
+        return os.environ.get("TURBO_GMM_COMMIT", "none")
     dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return head.stdout.strip() + ("+dirty" if dirty else "")
 

@@ -105,7 +105,8 @@ def run_cell(cfg: DictConfig) -> dict:
     row = {"device": device_dir.name, "experiment": cfg.experiment_name, "arm": arm.name, "label": arm.label,
            "shape": shape.name, "N": shape.N, "K": shape.K, "d": shape.d,
            "regimes": ";".join(shape.get("regimes") or []), "seed": cfg.seed, "numerics": arm.numerics,
-           "precision": arm.numerics, "n_iter": cfg.n_iter, "reps": arm.reps,
+           "algorithm": (arm.get("options") or {}).get("algorithm", ""),
+           "precision": (arm.get("options") or {}).get("precision", arm.numerics), "n_iter": cfg.n_iter, "reps": arm.reps,
            "git_commit": env.git_commit(), "host": socket.gethostname()}
     spec = {"arm": OmegaConf.to_container(arm, resolve=True), "shape": OmegaConf.to_container(shape, resolve=True),
             "seed": cfg.seed, "n_iter": cfg.n_iter, "reg_covar": cfg.reg_covar, "ari_rows": cfg.ari_rows,

@@ -12,6 +12,7 @@ import os
 # Numerics and allocator settings must precede every library import (paper 5.1).
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
+os.environ.setdefault("SCIPY_ARRAY_API", "1")  # scikit-learn's array-API path needs it before scipy loads
 
 import importlib  # noqa: E402
 import inspect  # noqa: E402

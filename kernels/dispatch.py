@@ -6,6 +6,8 @@ capacity does, so the boundary is a property of the device and the compiler.
 """
 from __future__ import annotations
 
+import torch
+
 from kernels.launch import LaunchConfig
 from kernels.lift import pow2_at_least_16
 
@@ -17,10 +19,33 @@ def a100_rule(k_pad: int, d_pad: int) -> bool:
     return k_pad <= 128 and k_pad * d_pad <= 4096
 
 
-def choose_algorithm(K: int, d: int, device_name: str | None = None) -> str:
-    """'one_pass' or 'two_pass' for K components in d dimensions on this device."""
+def h200_rule(k_pad: int, d_pad: int) -> bool:
+    """One pass iff K_pad <= 256 and K_pad * d_pad <= 8192.
+
+    Measured by ``experiment=dispatch`` (results/h200/dispatch.csv, 2026-11-30,
+    N = 1M, K 16..1024 x d 16..128, tf32x3): Algorithm 2 is faster than
+    Algorithm 3 at every (K, d) where it launches -- by 1.07x at (256, 16), 1.12x
+    at (256, 32), 1.38x at (128, 64), 2.0x at (64, 128) -- and it stops launching
+    (shared memory) exactly outside this predicate: (128, 128), (256, 64),
+    (256, 128) and every K >= 512. Unlike the A100, the (256, 16) probe does not
+    invert, so capacity, not occupancy, sets the H200 boundary.
+    """
+    return k_pad <= 256 and k_pad * d_pad <= 8192
+
+
+MEASURED_RULES = {"NVIDIA H200": h200_rule}
+
+
+def device_name() -> str | None:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def choose_algorithm(K: int, d: int, device: str | None = None) -> str:
+    """'one_pass' or 'two_pass' for K components in d dimensions on the named GPU
+    (default: the current one); the paper's A100 rule where none was measured."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-    return "one_pass" if a100_rule(k_pad, d_pad) else "two_pass"
+    rule = MEASURED_RULES.get(device if device is not None else device_name(), a100_rule)
+    return "one_pass" if rule(k_pad, d_pad) else "two_pass"
 
 
 def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:

@@ -1,4 +1,7 @@
-from kernels.dispatch import a100_rule, choose_algorithm, launch_config
+import pandas as pd
+from pathlib import Path
+
+from kernels.dispatch import a100_rule, choose_algorithm, h200_rule, launch_config
 from kernels.lift import pow2_at_least_16
 
 
@@ -18,3 +21,24 @@ def test_every_table1_shape_gets_an_algorithm_and_a_launchable_tile():
         assert alg in ("one_pass", "two_pass")
         cfg = launch_config(alg, K, d)
         assert cfg.block_n >= 16 and cfg.block_k >= 16
+
+
+def test_h200_rule_matches_the_committed_dispatch_measurement():
+    """The rule must pick the faster algorithm at every grid point of
+    results/h200/dispatch.csv (one_pass only where it launched)."""
+    csv = Path(__file__).resolve().parents[2] / "results" / "h200" / "dispatch.csv"
+    d = pd.read_csv(csv)
+    ms = d[d.status == "ok"].pivot_table(index=["K", "d"], columns="algorithm", values="ms_per_iter_min")
+    for (K, dim), row in ms.iterrows():
+        want = "two_pass" if pd.isna(row.get("one_pass")) or row["two_pass"] < row["one_pass"] else "one_pass"
+        assert choose_algorithm(K, dim, "NVIDIA H200") == want, (K, dim, row.to_dict())
+    no_launch = d[(d.algorithm == "one_pass") & d.status.str.startswith("fail")]
+    assert len(no_launch) >= 10
+    for K, dim in zip(no_launch.K, no_launch.d):  # where Algorithm 2 did not launch, the rule must not pick it
+        assert choose_algorithm(K, dim, "NVIDIA H200") == "two_pass", (K, dim)
+
+
+def test_unmeasured_devices_fall_back_to_the_a100_rule():
+    assert choose_algorithm(256, 16, "NVIDIA A100-SXM4-80GB") == "two_pass"
+    assert choose_algorithm(256, 16, "NVIDIA H200") == "one_pass"
+    assert h200_rule(256, 32) and not h200_rule(512, 16)
