@@ -76,8 +76,17 @@ def package_versions() -> dict:
 
 
 def imported_versions() -> dict:
-    """Versions of the libraries this process actually imported."""
-    return {m: str(getattr(sys.modules[m], "__version__", "?")) for m in MODULES if m in sys.modules}
+    """Versions of the libraries this process actually imported (the module's
+    ``__version__``, else its distribution's metadata: gmmx and torchgmm have none)."""
+    def version(m):
+        v = getattr(sys.modules[m], "__version__", None)
+        if v is None:
+            try:
+                v = metadata.version(m)
+            except metadata.PackageNotFoundError:
+                v = "?"
+        return str(v)
+    return {m: version(m) for m in MODULES if m in sys.modules}
 
 
 def _time_cuda(fn, reps: int = 5) -> float:
