@@ -55,8 +55,11 @@ def test_every_arm_config_names_its_module(name):
     assert a.label and isinstance(OmegaConf.to_container(a.options), dict)
 
 
-def test_arm_files_are_exactly_the_table_arms():
-    assert sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml")) == sorted(ARMS)
+ABLATION_RUNGS = ["ablation_a1", "ablation_a2", "ablation_a3", "ablation_a4"]  # paper §5.4, not Table 1 arms
+
+
+def test_arm_files_are_exactly_the_table_arms_and_the_ablation_rungs():
+    assert sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml")) == sorted(ARMS + ABLATION_RUNGS)
     assert OmegaConf.load(REPO / "conf" / "config.yaml").arm_order == ARMS
 
 
@@ -87,6 +90,17 @@ def test_dispatch_sweeps_K_d_and_algorithm_on_1M():
 def test_every_experiment_composes_and_names_its_csv(path):
     c = _compose(f"experiment={path.stem}")
     assert c.experiment_name == path.stem and c.hydra.sweeper.params
+
+
+def test_ablation_runs_four_rungs_on_the_six_K_d_shapes_and_d128_control_its_four_dataflows():
+    p = _compose("experiment=ablation").hydra.sweeper.params
+    assert p.arm.split(",") == ABLATION_RUNGS
+    assert p.shape.split(",") == ["4M_16_64", "4M_16_128", "4M_32_32", "4M_32_64", "4M_64_16", "4M_64_32"]
+    for rung in ABLATION_RUNGS:
+        assert _compose(f"arm={rung}").arm.reps == 5
+    p = _compose("experiment=d128_control").hydra.sweeper.params
+    assert p.shape == "4M_16_128" and p.arm.split(",") == ["ablation_a4", "flash_gmm", "ablation_a3", "ablation_a1"]
+    assert _compose("arm=flash_gmm").arm.options.autotune == "widened"
 
 
 def test_unknown_arm_lists_the_valid_names():

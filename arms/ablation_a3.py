@@ -1,0 +1,70 @@
+"""Ablation rung A3: E- and M-steps fused, two sweeps of the component axis (Algorithm 3).
+
+The kernels of kernels/two_pass.py through ``kernels.fit`` (forced to
+``two_pass``), as the Turbo-GMM arm runs them: Gamma never materialized, the
+score recomputed in the second sweep. Rung A4 (arms/ablation_a4.py) is the same
+with ``one_pass``. Needs a GPU, or TRITON_INTERPRET=1 on the CPU.
+"""
+from __future__ import annotations
+
+from arms import Init
+
+MEMORY = "torch"
+RUNG = "A3"
+ALGORITHM = "two_pass"
+
+
+def available() -> str | None:
+    from arms.turbo_gmm import available as kernels_available
+
+    return kernels_available()
+
+
+def fused_statistics(algorithm: str, X, weights, means, variances, precision: str = "tf32x3"):
+    """One E-step of Algorithm 2 or 3 on uncentered X: (n, s, u, ll) unpadded."""
+    import torch
+
+    from kernels.dispatch import launch_config
+    from kernels.lift import lift, pow2_at_least_16
+    from kernels.one_pass import one_pass_statistics
+    from kernels.two_pass import two_pass_statistics
+
+    K, d = means.shape
+    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    W, b = lift(weights, means, variances, k_pad, d_pad)
+    center = torch.zeros(d_pad, dtype=torch.float32, device=X.device)
+    cfg = launch_config(algorithm, K, d)
+    if algorithm == "one_pass":
+        n, su, ll = one_pass_statistics(X, center, W, b, cfg, precision)
+    else:
+        n, su, ll = two_pass_statistics(X, center, W, b, K, cfg, precision)
+    return n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], ll[0]
+
+
+def statistics(X, weights, means, variances, precision: str = "tf32x3"):
+    return fused_statistics(ALGORITHM, X, weights, means, variances, precision)
+
+
+def fused_prepare(algorithm: str, X, init: Init, n_iter: int, opts: dict):
+    """kernels.fit forced to one algorithm; X validated and centered once, untimed."""
+    import torch
+
+    import kernels
+    from arms import Fit
+
+    precision = opts.get("precision", "tf32x3")
+    params = tuple(torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
+    center = kernels.em.data_center(X, True)
+
+    def run() -> Fit:
+        r = kernels.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,
+                        center=center)
+        return Fit(r.weights, r.means, r.variances, n_iter=len(r.log_likelihoods),
+                   info={"algorithm": r.algorithm, "precision": r.precision, "n_floored": r.n_floored,
+                         "device": str(X.device)})
+
+    return run
+
+
+def prepare(X, init: Init, n_iter: int, opts: dict):
+    return fused_prepare(opts.get("algorithm", ALGORITHM), X, init, n_iter, opts)

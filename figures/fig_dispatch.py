@@ -1,0 +1,130 @@
+"""Dispatch figure (paper §5.2, Appendix D): one-pass / two-pass time over the (K, d) grid at N = 1M.
+
+    python -m figures.fig_dispatch results/h200/dispatch.csv
+
+Each cell is ms/iter of Algorithm 2 divided by ms/iter of Algorithm 3 (minimum
+over repetitions), on a log colour scale centred at 1 (blue: one pass faster).
+Cells where one_pass did not run show the failure (OutOfResources, timeout, ...)
+hatched. A dashed outline marks the paper's A100 rule, a black outline the cells where ``kernels.dispatch.choose_algorithm``
+picks one_pass for this device (the rule the kernels use), and the paper's two
+A100 probes at K_pad*d_pad = 4096, (32, 128) and (256, 16), are labelled.
+Writes fig_dispatch.png/.pdf beside the CSV.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from figures.table1 import ms_per_iter  # noqa: E402
+from harness.results import read_csv  # noqa: E402
+from kernels.dispatch import a100_rule, choose_algorithm  # noqa: E402
+from kernels.lift import pow2_at_least_16  # noqa: E402
+
+PAPER_PROBES = {(32, 128): "A100: 14.7x faster", (256, 16): "A100: 17x slower"}
+
+
+def short_status(status: str) -> str:
+    for key, text in (("OutOfResources", "out of\nresources"), ("TIMEOUT", "timeout"), ("OOM", "OOM")):
+        if key in status:
+            return text
+    return "failed"
+
+
+def grid(rows: list[dict]):
+    """{(K, d): {algorithm: row}}. A failed record may lack its algorithm (older
+    runner): it is one_pass when the cell's two_pass row exists, else "unknown"."""
+    cells: dict = {}
+    for r in sorted(rows, key=lambda r: not r["algorithm"]):
+        slot = cells.setdefault((int(r["K"]), int(r["d"])), {})
+        alg = r["algorithm"] or next((a for a in ("one_pass", "two_pass") if a not in slot), "unknown")
+        if not r["algorithm"] and "two_pass" not in slot:
+            alg = "unknown"
+        slot.setdefault(alg, r)
+    return cells
+
+
+def ratio(cell: dict) -> float | None:
+    a, b = cell.get("one_pass"), cell.get("two_pass")
+    if not a or not b or a["gate"] != "valid" or b["gate"] != "valid":
+        return None
+    return ms_per_iter(a) / ms_per_iter(b)
+
+
+def device_name(csv_path: Path) -> str | None:
+    env = Path(csv_path).parent / "env.json"
+    return json.loads(env.read_text()).get("gpu") if env.exists() else None
+
+
+def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
+    rows = read_csv(csv_path)
+    cells = grid(rows)
+    Ks = sorted({k for k, _ in cells})
+    ds = sorted({d for _, d in cells})
+    gpu = device_name(csv_path)
+    vals = [v for v in (ratio(c) for c in cells.values()) if v]
+    span = max(abs(math.log10(v)) for v in vals) if vals else 1.0
+    norm = LogNorm(10 ** -max(span, 0.1), 10 ** max(span, 0.1))
+    cmap = plt.get_cmap("RdBu_r")
+    fig, ax = plt.subplots(figsize=(1.4 * len(ds) + 2.5, 0.75 * len(Ks) + 1.8))
+    for i, K in enumerate(Ks):
+        for j, d in enumerate(ds):
+            c = cells.get((K, d), {})
+            v = ratio(c)
+            if v is not None:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color=cmap(norm(v))))
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8)
+            else:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.85", hatch="//", edgecolor="0.6", lw=0))
+                failed = c.get("one_pass") or c.get("unknown")
+                text = short_status(failed["status"]) if failed else "missing"
+                if "one_pass" not in c and "two_pass" not in c:
+                    text = "neither\nran"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7)
+            if choose_algorithm(K, d, gpu) == "one_pass":
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="k", lw=2))
+            if a100_rule(pow2_at_least_16(K), pow2_at_least_16(d)):
+                ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor="tab:orange", lw=1.2, ls="--"))
+            if (K, d) in PAPER_PROBES:
+                ax.text(j, i + 0.33, PAPER_PROBES[(K, d)], ha="center", va="center", fontsize=6, style="italic")
+    ax.set_xlim(-0.5, len(ds) - 0.5)
+    ax.set_ylim(len(Ks) - 0.5, -0.5)
+    ax.set_xticks(range(len(ds)))
+    ax.set_xticklabels(ds)
+    ax.set_yticks(range(len(Ks)))
+    ax.set_yticklabels(Ks)
+    ax.set_xlabel("d")
+    ax.set_ylabel("K")
+    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, label="one_pass ms / two_pass ms")
+    N = int(rows[0]["N"]) if rows else 0
+    ax.set_title(f"Algorithm 2 / Algorithm 3 time at N = {N:,} on {gpu or rows[0]['device']}\n"
+                 "black outline: this device's rule picks one_pass; dashed: the paper's A100 rule; hatched: one_pass did not run", fontsize=9)
+    fig.tight_layout()
+    out_dir = Path(out_dir or Path(csv_path).parent)
+    paths = [out_dir / "fig_dispatch.png", out_dir / "fig_dispatch.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=Path)
+    ap.add_argument("--out-dir", type=Path)
+    a = ap.parse_args(argv)
+    for p in render(a.csv, a.out_dir):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()

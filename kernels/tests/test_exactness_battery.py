@@ -1,0 +1,32 @@
+"""The exactness battery's CSV at a tiny size: every configuration ran, errors are
+small where they must be, and a planted wrong reference is caught."""
+import csv
+
+import numpy as np
+import pytest
+
+from kernels import exactness
+
+
+def test_quick_battery_writes_every_configuration(tmp_path):
+    out = tmp_path / "exactness.csv"
+    assert exactness.main(["--out", str(out), "--quick"]) == 0
+    rows = list(csv.DictReader(open(out)))
+    n_mp, n_or = len(exactness.QUICK_MP_CASES), len(exactness.QUICK_ORACLE_CASES) * len(exactness.QUICK_TILINGS)
+    assert len(rows) == (n_mp + n_or) * 2 * 2  # x algorithms x precisions
+    assert list(rows[0]) == exactness.COLUMNS
+    assert {r["reference"] for r in rows} == {"mpmath-60", "float64-oracle"}
+    assert {(r["algorithm"], r["precision"]) for r in rows} == {(a, p) for a in exactness.ALGORITHMS
+                                                                for p in exactness.PRECISIONS}
+    for r in rows:
+        assert r["status"] == "ok" and r["git_commit"] and "triton" in r["versions"]
+        errs = [float(r[f"max_rel_err_{q}"]) for q in ("n", "s", "u", "ll")]
+        assert max(errs) < 2e-6, r  # fp32 roundoff over <= 203 rows
+
+
+def test_relative_errors_see_a_wrong_statistic():
+    X = np.ones((10, 2))
+    good = (np.full(1, 10.0), np.full((1, 2), 10.0), np.full((1, 2), 10.0), -5.0)
+    bad = (good[0], good[1], good[2] * 1.01, -5.0)
+    e = exactness.relative_errors(bad, good, X)
+    assert e["max_rel_err_u"] == pytest.approx(0.01) and e["max_rel_err_n"] == 0.0
