@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from figures import save  # noqa: E402
 from figures.table1 import ms_per_iter, sorted_rows  # noqa: E402
 from harness.results import arm_order, read_csv  # noqa: E402
 
@@ -92,13 +93,8 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
     ax.legend(handles=handles, fontsize=7, ncol=min(5, len(arms)), loc="upper left", bbox_to_anchor=(0, -0.28))
     ax.set_title("* Turbo-GMM ran Algorithm 3; x failed, r rejected by the gate (at the axis floor)", fontsize=8, pad=16)
     fig.tight_layout()
-    out_dir = Path(out_dir or Path(csv_path).parent)
     stem = "fig1_latency" if Path(csv_path).stem == "table1" else f"{Path(csv_path).stem}_fig1_latency"
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, csv_path, out_dir, stem)
 
 
 def main(argv=None) -> None:

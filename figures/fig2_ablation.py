@@ -11,7 +11,6 @@ with its status, never estimated. Writes fig2_ablation.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from figures import csv_to_figure_cli, save  # noqa: E402
 from figures.table1 import ms_per_iter  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 
@@ -101,21 +101,11 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     bx.set_title("Peak memory per rung", fontsize=9)
     bx.legend(fontsize=7)
     fig.tight_layout()
-    out_dir = Path(out_dir or Path(csv_path).parent)
-    paths = [out_dir / "fig2_ablation.png", out_dir / "fig2_ablation.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, csv_path, out_dir, "fig2_ablation")
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--out-dir", type=Path)
-    a = ap.parse_args(argv)
-    for p in render(a.csv, a.out_dir):
-        print(p)
+    csv_to_figure_cli(render, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ kernels/conditioning.py only. Writes fig_conditioning.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 from pathlib import Path
@@ -16,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from figures import csv_to_figure_cli, save  # noqa: E402
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
@@ -45,21 +45,11 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     ax.legend(fontsize=8)
     ax.grid(True, which="major", lw=0.3)
     fig.tight_layout()
-    out_dir = Path(out_dir or Path(csv_path).parent)
-    paths = [out_dir / "fig_conditioning.png", out_dir / "fig_conditioning.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, csv_path, out_dir, "fig_conditioning")
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--out-dir", type=Path)
-    a = ap.parse_args(argv)
-    for p in render(a.csv, a.out_dir):
-        print(p)
+    csv_to_figure_cli(render, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ Writes fig_dispatch.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -24,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from figures import csv_to_figure_cli, save  # noqa: E402
 from figures.table1 import ms_per_iter  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 from kernels.dispatch import a100_rule, choose_algorithm  # noqa: E402
@@ -109,21 +109,11 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     ax.set_title(f"Algorithm 2 / Algorithm 3 time at N = {N:,} on {gpu or rows[0]['device']}\n"
                  "black outline: this device's rule picks one_pass; dashed: the paper's A100 rule; hatched: one_pass did not run", fontsize=9)
     fig.tight_layout()
-    out_dir = Path(out_dir or Path(csv_path).parent)
-    paths = [out_dir / "fig_dispatch.png", out_dir / "fig_dispatch.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, csv_path, out_dir, "fig_dispatch")
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--out-dir", type=Path)
-    a = ap.parse_args(argv)
-    for p in render(a.csv, a.out_dir):
-        print(p)
+    csv_to_figure_cli(render, __doc__, argv)
 
 
 if __name__ == "__main__":

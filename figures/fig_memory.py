@@ -9,7 +9,6 @@ Writes fig_memory.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from figures import csv_to_figure_cli, save  # noqa: E402
 from harness.results import arm_order, read_csv  # noqa: E402
 
 N_SWEEP, D_SWEEP = 1_000_000, 32
@@ -60,21 +60,11 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     if failed:
         fig.text(0.01, 0.01, "did not run: " + "; ".join(failed), fontsize=6, wrap=True, va="bottom")
     fig.tight_layout(rect=(0, 0.06 if failed else 0, 1, 1))
-    out_dir = Path(out_dir or Path(csv_path).parent)
-    paths = [out_dir / "fig_memory.png", out_dir / "fig_memory.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save(fig, csv_path, out_dir, "fig_memory")
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--out-dir", type=Path)
-    a = ap.parse_args(argv)
-    for p in render(a.csv, a.out_dir):
-        print(p)
+    csv_to_figure_cli(render, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,6 @@ def test_table1_markdown_and_latex(fixture_csv):
 
 def test_table1_minimum_comes_from_raw_rep_seconds(fixture_csv):
     md, _ = table1.render([fixture_csv], set())
-    s = next(s for s in SHAPES if s.name == "20M_32_32")
     assert f"| 20M/32/32 | Turbo-GMM | {1e3 * 20e6 * 32 * 32 * 1e-12:.2f} |" in md.read_text()
 
 
