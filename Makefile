@@ -1,5 +1,6 @@
 # Turbo-GMM artifact. Two commands do everything on a fresh machine:
-#   make reproduce   the Table 1 sweep on a GPU (or the CPU smoke sweep), then its table and figure
+#   make reproduce   every experiment of the paper on a GPU (or the CPU smoke sweep), then its tables,
+#                    figures and the claims report
 #   make test        the test suite (CPU; Triton kernels run in the interpreter)
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,10 +16,11 @@ PY ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64
 WHEELHOUSE ?= wheelhouse
 WHEELS_MIN := hydra-core==1.3.2 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 gmmx==0.7 \
-  pomegranate==1.1.2 apricot-select==0.6.1 nose==1.3.7 nvidia-ml-py==13.615.71
+  pomegranate==1.1.2 apricot-select==0.6.1 nose==1.3.7 nvidia-ml-py==13.615.71 \
+  hydra-joblib-launcher==1.2.0 hydra-submitit-launcher==1.2.0 submitit==1.5.4 cloudpickle==3.1.3
 WHEELS_ALL := $(WHEELS_MIN) pyyaml==6.0.4 numba==0.68.1 llvmlite==0.50.0 networkx==3.6.1 tqdm==4.70.1 \
   psutil==7.2.2 mpmath==1.3.0 pandas==3.1.1 python-dateutil tzdata matplotlib==3.11.2 contourpy cycler \
-  kiwisolver fonttools pillow pyparsing scikit-learn==1.9.1 scipy==1.17.1 joblib threadpoolctl \
+  kiwisolver fonttools pillow pyparsing scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl \
   pytest==9.2.0 iniconfig pluggy pygments packaging pytorch-lightning==2.6.6 torchmetrics==1.9.0 \
   lightning-utilities==0.15.3 fsspec typing-extensions
 WHEELS := $(if $(ALL),$(WHEELS_ALL),$(WHEELS_MIN))
@@ -41,7 +43,7 @@ else
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --upgrade pip
 	$(VPY) -m pip install $(TORCH)
-	$(VPY) -m pip install -e '.[arms,test]'
+	$(VPY) -m pip install -e '.[arms,launchers,test]'
 	$(VPY) -m pip install --no-deps $(TORCHGMM)
 endif
 	rm -f $(VENV)/.installed-*
@@ -50,22 +52,45 @@ endif
 test: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
 
+# make reproduce on a GPU: every experiment of the paper, resumably (a finished cell or CSV is
+# skipped; FORCE=1 redoes them), then every table, figure and the claims report.
+EXPERIMENTS := table1 dispatch ablation d128_control
+DEVICE_LABEL = $$($(VPY) -c "from harness.env import device_label; print(device_label())")
 reproduce: venv
 ifeq ($(HAS_GPU),yes)
-	@echo "GPU found: Table 1 sweep (all shapes x all arms) -> results/<gpu>/table1.csv, then table1.md/.tex and fig1_latency.png/.pdf beside it"
-	$(VPY) -m harness -m experiment=table1
+	@dev=$(DEVICE_LABEL); start=$$(date +%s); \
+	echo "make reproduce on $$dev -> results/$$dev/ (estimates from the H200 run of 2026-11-30; cells that hit"; \
+	echo "their timeout add up to timeout_s each; finished cells are skipped, FORCE=1 redoes them):"; \
+	echo "  1 table1        16 shapes x 9 arms, 144 cells        ~60 min"; \
+	echo "  2 dispatch      7 K x 4 d x 2 algorithms, 56 cells    ~17 min"; \
+	echo "  3 ablation      6 shapes x 4 rungs, 24 cells          ~10 min"; \
+	echo "  4 d128_control  4 dataflows at 4M_16_128              ~3 min"; \
+	echo "  5 exactness     2 algorithms x 2 precisions, mpmath + float64 sweep   ~3 min"; \
+	echo "  6 conditioning  lifted vs centered score, 6 offsets   <1 min"; \
+	echo "  then figures and claims.md                            <1 min     total ~1.5 h"; \
+	for exp in $(EXPERIMENTS); do \
+	  echo "== $$exp: python -m harness -m experiment=$$exp"; \
+	  $(VPY) -m harness -m experiment=$$exp $(if $(FORCE),force=true) || exit 1; \
+	done; \
+	for mod in exactness conditioning; do \
+	  out=results/$$dev/$$mod.csv; \
+	  if [ -f $$out ] && [ -z "$(FORCE)" ]; then echo "== $$mod: $$out exists, skipped (FORCE=1 redoes it)"; \
+	  else echo "== $$mod: python -m kernels.$$mod --out $$out"; $(VPY) -m kernels.$$mod --out $$out || exit 1; fi; \
+	done; \
+	$(MAKE) --no-print-directory figures; \
+	echo "make reproduce took $$(( ($$(date +%s) - start) / 60 )) min. Outputs in results/$$dev/:"; \
+	echo "  CSVs: $(addsuffix .csv,$(EXPERIMENTS)) exactness.csv conditioning.csv (+ cells/ records, env.json)"; \
+	echo "  tables: table1.md table1.tex; figures (.png/.pdf): fig1_latency fig_memory fig_dispatch fig2_ablation fig_conditioning"; \
+	echo "  claims: results/$$dev/claims.md"
 else
 	@echo "No GPU: CPU smoke sweep (small shapes, CPU-capable arms; Turbo-GMM in the Triton interpreter) -> results/$$(hostname)-cpu/smoke.csv, then its table and figure"
 	TRITON_INTERPRET=1 $(VPY) -m harness -m experiment=smoke
+	$(MAKE) --no-print-directory figures
 endif
-	$(MAKE) figures
 
+# Every table, figure and claims.md from the CSVs under results/ (no GPU needed).
 figures: venv
-	@for csv in results/*/table1.csv results/*/smoke.csv; do \
-	  [ -f "$$csv" ] || continue; \
-	  echo "rendering $$csv"; \
-	  $(VPY) -m figures.table1 "$$csv" && $(VPY) -m figures.fig1_latency "$$csv" || exit 1; \
-	done
+	$(VPY) -m figures.render_all results
 
 baselines:
 	@if [ ! -d third_party/Flash-GMM/.git ]; then \

@@ -78,20 +78,33 @@ def generating_mixture(K: int, d: int, seed: int, device="cpu"):
 def make_dataset(N: int, K: int, d: int, seed: int, device="cpu") -> Dataset:
     """Draw N points of a seeded K-component diagonal GMM in R^d, centered."""
     validate_shape(N, K, d)
-    w, mu, var = generating_mixture(K, d, seed, device)
-    cdf = torch.cumsum(w, 0)
-    cdf[-1] = 1.0
     X = torch.empty((N, d), dtype=torch.float32, device=device)
     rows = max(1, _CHUNK // d)
     for r0 in range(0, N, rows):
         r1 = min(N, r0 + rows)
-        lab = torch.searchsorted(cdf, uniform(seed, 4, r0, r1 - r0, device)).clamp_(max=K - 1)
-        z = normal(seed, 5, r0 * d, (r1 - r0) * d, device).reshape(r1 - r0, d)
-        X[r0:r1] = (mu[lab] + var[lab].sqrt() * z).float()
+        X[r0:r1] = generate_rows(K, d, seed, r0, r1, device)
     X -= X.double().mean(0).float()
     s1 = float(X.double().sum())
     s2 = float(X.double().square().sum())
     return Dataset(X, f"{s1:.9e}/{s2:.9e}")
+
+
+def generate_rows(K: int, d: int, seed: int, r0: int, r1: int, device="cpu") -> torch.Tensor:
+    """Rows [r0, r1) of make_dataset(N, K, d, seed)'s X *before* centering (float32).
+
+    The generator is counter-based, so any slice can be drawn on its own: a rank
+    of a data-parallel fit generates only its shard, and subtracting the global
+    column mean (float64 sum / N, cast to float32, as make_dataset does) gives
+    make_dataset's rows."""
+    validate_shape(K, K, d)  # K and d are integers >= 1
+    if not 0 <= r0 <= r1:
+        raise ValueError(f"row range [{r0}, {r1}) is not a range")
+    w, mu, var = generating_mixture(K, d, seed, device)
+    cdf = torch.cumsum(w, 0)
+    cdf[-1] = 1.0
+    lab = torch.searchsorted(cdf, uniform(seed, 4, r0, r1 - r0, device)).clamp_(max=K - 1)
+    z = normal(seed, 5, r0 * d, (r1 - r0) * d, device).reshape(r1 - r0, d)
+    return (mu[lab] + var[lab].sqrt() * z).float()
 
 
 def shared_init(X: torch.Tensor, K: int, seed: int) -> Init:

@@ -1,0 +1,293 @@
+"""kernels.GaussianMixture against scikit-learn: its estimator checks, and the same
+fits from the same initialization on real (load_digits) and synthetic data.
+
+Two backends run everywhere: "cpu" (torch float64 fallback, must agree with
+scikit-learn to rounding) and "auto" (the Triton kernels: on CUDA, or in the
+interpreter under TRITON_INTERPRET=1 as `make test` runs; float32 statistics,
+so tolerances are float32's). The estimator checks run on both.
+
+Excluded from scikit-learn's estimator checks, with the reason:
+* check_array_api_input: the estimator takes NumPy arrays / array-likes and moves
+  data to torch itself; it does not claim array-API support (scikit-learn skips
+  this check anyway unless SCIPY_ARRAY_API=1).
+"""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.mixture import GaussianMixture as SkGaussianMixture
+from sklearn.utils.estimator_checks import estimator_checks_generator
+
+from harness.data import make_dataset
+from kernels import GaussianMixture
+from kernels import reference as ref
+
+KERNEL_BACKEND = "triton" if torch.cuda.is_available() else "triton-interpreter"
+EXCLUDED_CHECKS = {"check_array_api_input"}
+BACKENDS = ["cpu", "auto"]
+
+
+def _estimators():
+    return [GaussianMixture(covariance_type=ct, device=dev) for ct in ("diag", "spherical") for dev in BACKENDS]
+
+
+def _check_name(check):
+    return getattr(check, "func", check).__name__
+
+
+def _included():
+    for est in _estimators():
+        for est_, check in estimator_checks_generator(est):
+            if _check_name(check) not in EXCLUDED_CHECKS:
+                yield pytest.param(est_, check, id=f"{est.covariance_type}-{est.device}-{_check_name(check)}")
+
+
+@pytest.mark.parametrize("estimator, check", list(_included()))
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_excluded_checks_exist():
+    """The exclusion list names real checks (a typo would silently exclude nothing)."""
+    names = {_check_name(c) for _, c in estimator_checks_generator(GaussianMixture())}
+    assert EXCLUDED_CHECKS <= names
+
+
+def _tolerances(device):
+    """(weights atol, means atol, covariances rtol, log-likelihood rtol): float64
+    rounding for the fallback, float32 statistics for the kernels."""
+    return (1e-12, 1e-9, 1e-9, 1e-11) if device == "cpu" else (2e-6, 2e-4, 2e-3, 1e-5)
+
+
+def _pair(X, device, **kw):
+    kw.setdefault("covariance_type", "diag")  # scikit-learn's default is "full"
+    ours = GaussianMixture(device=device, **kw).fit(X)
+    theirs = SkGaussianMixture(**kw).fit(X)
+    return ours, theirs
+
+
+def _assert_same_fit(ours, theirs, device):
+    wt, mt, ct, lt = _tolerances(device)
+    assert ours.n_iter_ == theirs.n_iter_ and ours.converged_ == theirs.converged_
+    np.testing.assert_allclose(ours.weights_, theirs.weights_, atol=wt, rtol=0)
+    np.testing.assert_allclose(ours.means_, theirs.means_, atol=mt, rtol=0)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=ct)
+    np.testing.assert_allclose(ours.precisions_cholesky_, theirs.precisions_cholesky_, rtol=ct)
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=lt)
+    np.testing.assert_allclose(ours.lower_bounds_, theirs.lower_bounds_, rtol=lt)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_digits_agrees_with_scikit_learn(device, covariance_type):
+    """load_digits (1797 x 64, integer pixels 0..16), k-means init from the same seed,
+    tol > 0: same iterations to convergence, same parameters. reg_covar 0.1 (~ the
+    1/12 variance of integer rounding): with 1e-6, components collapse onto constant
+    pixels and the float32 lifted score loses its digits (paper Appendix C)."""
+    X = load_digits().data
+    ours, theirs = _pair(X, device, n_components=10, covariance_type=covariance_type, random_state=0, max_iter=30,
+                         tol=1e-3, reg_covar=0.1)
+    assert theirs.converged_ and theirs.n_iter_ > 3
+    assert ours.backend_ == ("torch-cpu" if device == "cpu" else KERNEL_BACKEND)
+    _assert_same_fit(ours, theirs, device)
+    assert (ours.predict(X) == theirs.predict(X)).mean() > 0.999
+    np.testing.assert_allclose(ours.score_samples(X), theirs.score_samples(X), rtol=_tolerances(device)[3] * 10)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type, init_params, K, d", [
+    ("diag", "k-means++", 7, 5), ("diag", "random", 3, 33), ("spherical", "random_from_data", 7, 5),
+    ("spherical", "kmeans", 3, 33)])
+def test_synthetic_agrees_with_scikit_learn(device, covariance_type, init_params, K, d):
+    """Fixed iteration count (tol=0) from every init method, then the convergence rule (tol>0)."""
+    X = make_dataset(1023, K, d, seed=3).X.double().numpy()
+    kw = dict(n_components=K, covariance_type=covariance_type, init_params=init_params, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours, theirs = _pair(X, device, max_iter=8, tol=0.0, **kw)
+    _assert_same_fit(ours, theirs, device)
+    ours, theirs = _pair(X, device, max_iter=200, tol=1e-4, **kw)
+    assert theirs.converged_
+    _assert_same_fit(ours, theirs, device)
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+@pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
+def test_initialization_is_scikit_learns(covariance_type, init_params):
+    """max_iter=0 returns the initial parameters: identical to scikit-learn's."""
+    X = make_dataset(1023, 3, 5, seed=4).X.double().numpy()
+    kw = dict(n_components=3, covariance_type=covariance_type, init_params=init_params, random_state=7, max_iter=0)
+    ours, theirs = _pair(X, "cpu", **kw)
+    assert ours.n_iter_ == 0 and ours.lower_bound_ == -np.inf and not ours.converged_
+    for a, b in ((ours.weights_, theirs.weights_), (ours.means_, theirs.means_),
+                 (ours.covariances_, theirs.covariances_)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_user_initial_parameters_and_several_inits(device):
+    X = make_dataset(1023, 3, 5, seed=5).X.double().numpy()
+    rng = np.random.default_rng(0)
+    w0 = np.array([0.2, 0.3, 0.5])
+    kw = dict(n_components=3, weights_init=w0, means_init=X[rng.choice(1023, 3, replace=False)],
+              precisions_init=rng.uniform(0.5, 2.0, (3, 5)), max_iter=6, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _assert_same_fit(*_pair(X, device, **kw), device)
+        ours, theirs = _pair(X, device, n_components=3, n_init=3, max_iter=5, tol=0.0, random_state=2)
+    _assert_same_fit(ours, theirs, device)
+
+
+def test_lower_bound_is_at_the_parameters_before_the_last_m_step():
+    """scikit-learn's meaning: lower_bound_ after n iterations = mean log-likelihood
+    at the parameters that n-1 iterations return (checked against the float64 oracle)."""
+    X = make_dataset(1023, 7, 5, seed=6).X.double().numpy()
+    kw = dict(n_components=7, random_state=0, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        five = GaussianMixture(max_iter=5, **kw).fit(X)
+        four = GaussianMixture(max_iter=4, **kw).fit(X)
+    want = ref.mean_log_likelihood(X, four.weights_, four.means_, four.covariances_)
+    assert five.lower_bound_ == pytest.approx(want, abs=2e-6)
+    assert four.score(X) == pytest.approx(want, abs=1e-6)
+
+
+def test_convergence_and_warnings():
+    X = make_dataset(1023, 3, 5, seed=7).X.numpy()
+    with pytest.warns(ConvergenceWarning):
+        gm = GaussianMixture(3, max_iter=2, tol=0.0, random_state=0).fit(X)
+    assert not gm.converged_ and gm.n_iter_ == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        gm = GaussianMixture(3, max_iter=200, tol=1e-2, random_state=0).fit(X)
+    changes = np.abs(np.diff([-np.inf] + gm.lower_bounds_))
+    assert gm.converged_ and gm.n_iter_ == len(gm.lower_bounds_) < 200
+    assert changes[-1] < 1e-2 and (changes[:-1] >= 1e-2).all()  # stopped at the first change below tol
+
+
+def test_verbose_messages_are_scikit_learns(capsys):
+    X = make_dataset(1023, 3, 5, seed=14).X.double().numpy()
+    kw = dict(n_components=3, covariance_type="diag", random_state=0, n_init=2, verbose=1, verbose_interval=2)
+    GaussianMixture(**kw).fit(X)
+    ours = capsys.readouterr().out
+    SkGaussianMixture(**kw).fit(X)
+    assert ours == capsys.readouterr().out and "  Iteration 2" in ours
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_warm_start_continues_the_fit(device):
+    X = make_dataset(1023, 3, 5, seed=8).X.double().numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        once = GaussianMixture(3, max_iter=6, tol=0.0, random_state=0, device=device).fit(X)
+        twice = GaussianMixture(3, max_iter=3, tol=0.0, random_state=0, warm_start=True, device=device)
+        twice.fit(X).fit(X)
+    np.testing.assert_allclose(twice.means_, once.means_, atol=1e-5)
+    np.testing.assert_allclose(twice.covariances_, once.covariances_, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_predictions_are_chunked_and_match_scikit_learn(device, covariance_type):
+    """A budget of a few rows per block gives the same answers as scikit-learn's
+    unchunked ones from the same parameters; shapes, normalization, bic/aic, sample."""
+    X = make_dataset(1023, 7, 5, seed=9).X.double().numpy()
+    ours, theirs = _pair(X, device, n_components=7, covariance_type=covariance_type, random_state=0, max_iter=100)
+    ours.max_device_bytes = 37 * (16 * 5 + 24 * 7)  # 37-row blocks
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
+        setattr(theirs, name, getattr(ours, name))  # same parameters: compare the evaluation only
+    proba = ours.predict_proba(X)
+    assert proba.shape == (1023, 7) and np.allclose(proba.sum(1), 1.0)
+    np.testing.assert_allclose(proba, theirs.predict_proba(X), atol=1e-10)
+    np.testing.assert_allclose(ours.score_samples(X), theirs.score_samples(X), rtol=1e-12)
+    assert (ours.predict(X) == theirs.predict(X)).all()
+    assert ours.bic(X) == pytest.approx(theirs.bic(X), rel=1e-10)
+    assert ours.aic(X) == pytest.approx(theirs.aic(X), rel=1e-10)
+    ours.random_state = theirs.random_state = 11
+    (xs, ys), (xt, yt) = ours.sample(500), theirs.sample(500)
+    np.testing.assert_allclose(xs, xt, rtol=1e-12, atol=1e-12)
+    assert (ys == yt).all()
+    assert ours.covariances_.shape == ((7, 5) if covariance_type == "diag" else (7,))
+    assert (ours.fit_predict(X) == ours.predict(X)).all()  # refits (now streamed in 37-row chunks)
+
+
+@pytest.mark.parametrize("X, message", [
+    (np.empty((0, 3)), "0 sample"),
+    (np.ones(10), "Expected 2D array"),
+    (np.ones((4, 2, 2)), "dim 3"),
+    (np.array([[0.0, 1.0], [np.nan, 2.0], [1.0, 1.0], [2.0, 0.0]]), "NaN"),
+    (np.array([[0.0, 1.0], [np.inf, 2.0], [1.0, 1.0], [2.0, 0.0]]), "infinity"),
+    (np.ones((2, 3)), "n_samples >= n_components"),
+    (np.array([["a", "b"], ["c", "d"], ["e", "f"]]), "could not convert"),
+])
+def test_bad_data_is_a_value_error_and_writes_nothing(X, message):
+    gm = GaussianMixture(3)
+    with pytest.raises(ValueError, match=message):
+        gm.fit(X)
+    assert not hasattr(gm, "n_features_in_") and not hasattr(gm, "weights_")
+
+
+def test_failed_refit_leaves_the_fitted_model_unchanged():
+    X = make_dataset(1023, 3, 5, seed=10).X.numpy()
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    before = {k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in vars(gm).items()}
+    bad = X.copy()
+    bad[5, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        gm.fit(bad)
+    gm.set_params(max_device_bytes=3)  # too small for one row: fails after validation, before any update
+    with pytest.raises(ValueError, match="cannot hold one row"):
+        gm.fit(X)
+    gm.set_params(max_device_bytes=None)
+    assert set(vars(gm)) == set(before)
+    for k, v in before.items():
+        assert np.array_equal(getattr(gm, k), v) if isinstance(v, np.ndarray) else getattr(gm, k) == v, k
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(covariance_type="full"), "covariance_type must be one of"), (dict(n_components=0), "n_components"),
+    (dict(tol=-1.0), "tol"), (dict(reg_covar=float("nan")), "reg_covar"), (dict(init_params="kmeans+"), "init_params"),
+    (dict(device="tpu"), "device"), (dict(precision="bf16"), "precision"), (dict(algorithm="three_pass"), "algorithm"),
+    (dict(weights_init=[0.5, 0.6, -0.1]), "range"), (dict(weights_init=[0.3, 0.3, 0.3]), "normalized"),
+    (dict(means_init=np.zeros((3, 4))), "shape"), (dict(precisions_init=np.zeros((3, 5))), "positive"),
+    (dict(covariance_type="spherical", precisions_init=np.ones((3, 5))), "shape"),
+])
+def test_bad_parameters_are_value_errors(params, message):
+    X = make_dataset(1023, 3, 5, seed=11).X.numpy()
+    with pytest.raises(ValueError, match=message):
+        GaussianMixture(**{"n_components": 3, **params}).fit(X)
+
+
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "score", "score_samples", "bic", "aic", "sample"])
+def test_unfitted_calls_raise_not_fitted(method):
+    gm = GaussianMixture(2)
+    with pytest.raises(NotFittedError):
+        getattr(gm, method)(*(() if method == "sample" else (np.ones((3, 2)),)))
+
+
+def test_prediction_checks_the_feature_count():
+    X = make_dataset(1023, 3, 5, seed=12).X.numpy()
+    gm = GaussianMixture(3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        gm.predict(X[:, :4])
+
+
+def test_cuda_without_gpu_or_interpreter_says_so(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: device='cuda' is valid here")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        GaussianMixture(2, device="cuda").fit(np.random.default_rng(0).normal(size=(20, 2)))
+    assert GaussianMixture(2, random_state=0).fit(np.random.default_rng(0).normal(size=(20, 2))).backend_ == "torch-cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the Triton kernels on the GPU")
+def test_gpu_fit_agrees_with_scikit_learn():
+    X = make_dataset(100_000, 16, 32, seed=13, device="cpu").X.double().numpy()
+    ours, theirs = _pair(X, "cuda", n_components=16, random_state=0, max_iter=50, tol=1e-4)
+    assert ours.backend_ == "triton"
+    _assert_same_fit(ours, theirs, "cuda")

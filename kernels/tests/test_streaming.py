@@ -1,0 +1,116 @@
+"""Out-of-core fits: a np.memmap larger than max_device_bytes, streamed in >= 4 chunks,
+gives the in-memory result (kernels and CPU fallback); the chunker covers every row once."""
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+from harness.data import make_dataset
+from kernels import GaussianMixture
+from kernels import reference as ref
+from kernels.estep import BlockStatistics
+from kernels.streaming import (FILL_THREADS, _fill, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
+                               streamed_statistics)
+from kernels.tests.conftest import DEVICE, assert_statistics_close, problem
+
+N, K, D = 1023, 7, 5
+
+
+def _memmap(tmp_path, X, dtype):
+    mm = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=dtype, shape=X.shape)
+    mm[...] = X
+    mm.flush()
+    return np.load(tmp_path / "X.npy", mmap_mode="r")  # read-only, as a shared data file would be
+
+
+def test_chunk_bounds_cover_every_row_once():
+    bounds = chunk_bounds(1023, 200)
+    assert bounds[0][0] == 0 and bounds[-1][1] == 1023 and len(bounds) == 6
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+
+
+def test_rows_per_chunk_fits_the_budget_or_says_why():
+    assert rows_per_chunk(44 * 100, 5, 7, "triton") == 100  # two float32 buffers + L: 8d + 4 bytes a row
+    assert rows_per_chunk(100 * (16 * 5 + 24 * 7), 5, 7, "torch") == 100
+    with pytest.raises(ValueError, match="cannot hold one row of d=5"):
+        rows_per_chunk(43, 5, 7, "triton")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_host_chunks_reassemble_x(tmp_path, dtype):
+    X = make_dataset(N, K, D, seed=1).X.numpy()
+    mm = _memmap(tmp_path, X, dtype)
+    chunks = [c.cpu().clone() for c in device_chunks(mm, 300, torch.device("cpu"))]
+    assert [c.shape[0] for c in chunks] == [300, 300, 300, 123] and all(c.dtype == torch.float32 for c in chunks)
+    assert torch.equal(torch.cat(chunks), torch.as_tensor(X))
+    np.testing.assert_allclose(host_column_mean(mm, rows=100), X.astype(np.float64).mean(0), rtol=1e-12, atol=1e-15)
+
+
+def test_threaded_fill_copies_and_converts_every_row(tmp_path):
+    X = make_dataset(N, K, D, seed=5).X.double().numpy()
+    mm = _memmap(tmp_path, X, np.float64)
+    dst = np.full((N, D), np.nan, np.float32)
+    with ThreadPoolExecutor(FILL_THREADS) as pool:
+        _fill(dst, mm, pool)
+    assert np.array_equal(dst, X.astype(np.float32))
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_streamed_statistics_equal_the_oracle(tmp_path, backend):
+    X, w, m, v = problem(N, K, D, seed=2)
+    Xh = X.cpu().numpy()
+    mm = _memmap(tmp_path, Xh, np.float32)
+    device = DEVICE if backend == "triton" else torch.device("cpu")
+    c = torch.as_tensor(host_column_mean(mm), device=device)
+    params = [torch.as_tensor(a, device=device).double() for a in (w, m, v)]
+    st = streamed_statistics(mm, BlockStatistics(K, D, c, backend), params, 150, device)
+    n, s, u, ll = ref.estep(Xh, w, m, v)
+    cc = c.cpu().numpy()
+    want = (n, s - n[:, None] * cc, u - 2 * cc * s + n[:, None] * cc**2)
+    rtol = 1e-12 if backend == "torch" else 1e-5
+    assert_statistics_close([t.cpu().numpy() for t in (st.n, st.s, st.u)], want, Xh - cc, rtol)
+    assert float(st.ll) == pytest.approx(ll, rel=rtol) and st.rows == N
+
+
+@pytest.mark.parametrize("device, rtol", [("auto", 2e-5), ("cpu", 1e-12)])
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_memmap_fit_streams_and_equals_in_memory(tmp_path, device, rtol, covariance_type):
+    """max_device_bytes below X's size: >= 4 chunks per iteration, same fit as in memory.
+    The kernels accumulate each program's partial sums in float32 before the float64
+    commit, so other chunk boundaries round differently: float32-level agreement
+    after 6 iterations; the float64 fallback agrees to rounding."""
+    X = make_dataset(N, K, D, seed=3).X.numpy()
+    mm = _memmap(tmp_path, X, np.float32)
+    kw = dict(n_components=K, covariance_type=covariance_type, random_state=0, max_iter=6, tol=0.0, device=device)
+    budget = N * D * 4 // 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        streamed = GaussianMixture(max_device_bytes=budget, **kw).fit(mm)
+        in_memory = GaussianMixture(**kw).fit(X)
+    assert budget < X.nbytes and -(-N // streamed.rows_per_chunk_) >= 4
+    assert streamed.backend_ == in_memory.backend_
+    if streamed.backend_ != "torch-cpu":
+        assert in_memory.rows_per_chunk_ is None  # the kernels took X whole
+    for name in ("weights_", "means_", "covariances_"):
+        a, b = getattr(streamed, name), getattr(in_memory, name)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.abs(b).max(), err_msg=name)
+    assert streamed.lower_bound_ == pytest.approx(in_memory.lower_bound_, rel=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: pinned buffers, copy stream and events")
+def test_double_buffered_copies_deliver_every_row_and_the_in_memory_fit():
+    X = make_dataset(1_000_003, 16, 33, seed=4).X.numpy()
+    seen = [c.clone() for c in device_chunks(X, 65_536, torch.device("cuda"))]
+    assert torch.equal(torch.cat(seen).cpu(), torch.as_tensor(X))
+    kw = dict(n_components=16, random_state=0, max_iter=5, tol=0.0, device="cuda", init_params="random_from_data")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        streamed = GaussianMixture(max_device_bytes=X.nbytes // 8, **kw).fit(X)
+        in_memory = GaussianMixture(**kw).fit(X)
+    assert -(-X.shape[0] // streamed.rows_per_chunk_) >= 8
+    np.testing.assert_allclose(streamed.means_, in_memory.means_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(streamed.covariances_, in_memory.covariances_, rtol=1e-5)
