@@ -45,26 +45,8 @@ def statistics(X, weights, means, variances, precision: str = "tf32x3"):
     return fused_statistics(ALGORITHM, X, weights, means, variances, precision)
 
 
-def fused_prepare(algorithm: str, X, init: Init, n_iter: int, opts: dict):
-    """kernels.fit forced to one algorithm; X validated and centered once, untimed."""
-    import torch
-
-    import kernels
-    from arms import Fit
-
-    precision = opts.get("precision", "tf32x3")
-    params = tuple(torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
-    center = kernels.em.data_center(X, True)
-
-    def run() -> Fit:
-        r = kernels.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,
-                        center=center)
-        return Fit(r.weights, r.means, r.variances, n_iter=len(r.log_likelihoods),
-                   info={"algorithm": r.algorithm, "precision": r.precision, "n_floored": r.n_floored,
-                         "device": str(X.device)})
-
-    return run
-
-
 def prepare(X, init: Init, n_iter: int, opts: dict):
-    return fused_prepare(opts.get("algorithm", ALGORITHM), X, init, n_iter, opts)
+    """The Turbo-GMM arm with its algorithm forced to this rung's."""
+    from arms import turbo_gmm
+
+    return turbo_gmm.prepare(X, init, n_iter, {**opts, "algorithm": opts.get("algorithm", ALGORITHM)})

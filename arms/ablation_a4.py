@@ -7,7 +7,7 @@ report show that cell as "unavailable (state does not fit)", never an estimate.
 from __future__ import annotations
 
 from arms import Init
-from arms.ablation_a3 import available, fused_prepare, fused_statistics  # noqa: F401 (available: the arm contract)
+from arms.ablation_a3 import available, fused_statistics  # noqa: F401 (available: the arm contract)
 
 MEMORY = "torch"
 RUNG = "A4"
@@ -19,4 +19,7 @@ def statistics(X, weights, means, variances, precision: str = "tf32x3"):
 
 
 def prepare(X, init: Init, n_iter: int, opts: dict):
-    return fused_prepare(opts.get("algorithm", ALGORITHM), X, init, n_iter, opts)
+    """The Turbo-GMM arm with its algorithm forced to this rung's."""
+    from arms import turbo_gmm
+
+    return turbo_gmm.prepare(X, init, n_iter, {**opts, "algorithm": opts.get("algorithm", ALGORITHM)})
