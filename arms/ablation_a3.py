@@ -22,23 +22,13 @@ def available() -> str | None:
 
 def fused_statistics(algorithm: str, X, weights, means, variances, precision: str = "tf32x3"):
     """One E-step of Algorithm 2 or 3 on uncentered X: (n, s, u, ll) unpadded."""
-    import torch
-
     from kernels.dispatch import launch_config
-    from kernels.lift import lift, pow2_at_least_16
-    from kernels.one_pass import one_pass_statistics
-    from kernels.two_pass import two_pass_statistics
+    from kernels.em import Workspace, estep_statistics
 
     K, d = means.shape
-    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-    W, b = lift(weights, means, variances, k_pad, d_pad)
-    center = torch.zeros(d_pad, dtype=torch.float32, device=X.device)
-    cfg = launch_config(algorithm, K, d)
-    if algorithm == "one_pass":
-        n, su, ll = one_pass_statistics(X, center, W, b, cfg, precision)
-    else:
-        n, su, ll = two_pass_statistics(X, center, W, b, K, cfg, precision)
-    return n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], ll[0]
+    ws = Workspace(X, K, algorithm)  # center zero: statistics of X itself
+    n, su, ll = estep_statistics(X, weights, means, variances, ws, algorithm, precision, launch_config(algorithm, K, d))
+    return n[:K], su[:K, :d], su[:K, ws.d_pad : ws.d_pad + d], ll[0]
 
 
 def statistics(X, weights, means, variances, precision: str = "tf32x3"):

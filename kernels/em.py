@@ -122,8 +122,10 @@ def data_center(X: torch.Tensor, center) -> torch.Tensor:
     return torch.zeros_like(mean)
 
 
-class _Workspace:
-    """Per-fit buffers reused across iterations (statistics, padded center, L)."""
+class Workspace:
+    """Per-fit buffers reused across iterations (statistics, padded center, L).
+
+    The center is zero until :meth:`set_center`; L (two-pass only) holds X.shape[0] rows."""
 
     def __init__(self, X, K, algorithm):
         N, d = X.shape
@@ -151,7 +153,7 @@ class _GraphedLoop:
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
         d, dev, f64 = X.shape[1], X.device, torch.float64
-        self.ws = _Workspace(X, K, algorithm)
+        self.ws = Workspace(X, K, algorithm)
         self.params = [torch.ones(K, dtype=f64, device=dev) / K, torch.zeros(K, d, dtype=f64, device=dev),
                        torch.ones(K, d, dtype=f64, device=dev)]
         self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
@@ -187,7 +189,7 @@ _GRAPHS: dict = {}
 _MAX_GRAPHS = 4
 
 
-def _resolve(K, d, algorithm, precision):
+def resolve_algorithm(K, d, algorithm, precision):
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if algorithm == "auto":
@@ -197,8 +199,9 @@ def _resolve(K, d, algorithm, precision):
     return algorithm
 
 
-def _step(X, weights, means, variances, ws: _Workspace, algorithm, precision, reg_covar, cfg: LaunchConfig):
-    K, d = means.shape
+def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig):
+    """One fused E-step into ``ws``'s float64 buffers (zeroed first): returns
+    (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,))."""
     W, b = lift(weights, means.double() - ws.center64, variances, ws.k_pad, ws.d_pad)
     for t in (ws.n, ws.su, ws.ll):
         t.zero_()
@@ -206,7 +209,13 @@ def _step(X, weights, means, variances, ws: _Workspace, algorithm, precision, re
     if algorithm == "one_pass":
         one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)
     else:
-        two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L)
+        two_pass_statistics(X, ws.center, W, b, means.shape[0], cfg, precision, out=out, L_buffer=ws.L)
+    return out
+
+
+def _step(X, weights, means, variances, ws: Workspace, algorithm, precision, reg_covar, cfg: LaunchConfig):
+    K, d = means.shape
+    estep_statistics(X, weights, means, variances, ws, algorithm, precision, cfg)
     w, mu, var, floored = mstep(ws.n, ws.su, X.shape[0], K, d, ws.center64, reg_covar)
     return w, mu, var, ws.ll[0].clone(), floored
 
@@ -235,8 +244,8 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     check_data(X)
     check_parameters(X, weights, means, variances)
     K, d = means.shape
-    algorithm = _resolve(K, d, algorithm, precision)
-    ws = _Workspace(X, K, algorithm)
+    algorithm = resolve_algorithm(K, d, algorithm, precision)
+    ws = Workspace(X, K, algorithm)
     ws.set_center(data_center(X, center))
     cfg = config or launch_config(algorithm, K, d)
     w, mu, var, ll, floored = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
@@ -256,14 +265,14 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     K, d = means.shape
-    algorithm = _resolve(K, d, algorithm, precision)
+    algorithm = resolve_algorithm(K, d, algorithm, precision)
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
     if X.is_cuda and cuda_graph and n_iter > 0:
         (weights, means, variances), lls, floored = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar,
                                                                    cfg).run((weights, means, variances), shift)
         return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)
-    ws = _Workspace(X, K, algorithm)
+    ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     lls, floored = [], torch.zeros((), dtype=torch.int64, device=X.device)
     for _ in range(n_iter):

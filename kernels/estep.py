@@ -25,11 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from kernels.dispatch import launch_config
-from kernels.em import _resolve
-from kernels.lift import lift, pow2_at_least_16
+from kernels.em import Workspace, estep_statistics, resolve_algorithm
 from kernels.mstep import mstep
-from kernels.one_pass import one_pass_statistics
-from kernels.two_pass import two_pass_statistics
 
 LOG_2PI = math.log(2.0 * math.pi)
 BACKENDS = ("triton", "torch")
@@ -78,19 +75,11 @@ class BlockStatistics:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.K, self.d, self.backend = K, d, backend
         self.center64 = center.double()
-        dev = center.device
         if backend == "triton":
-            self.algorithm = _resolve(K, d, algorithm, precision)
+            self.algorithm = resolve_algorithm(K, d, algorithm, precision)
             self.precision = precision
-            self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
             self.cfg = launch_config(self.algorithm, K, d)
-            self.center32 = torch.zeros(self.d_pad, dtype=torch.float32, device=dev)
-            self.center32[:d] = self.center64.float()
-            f64 = torch.float64
-            self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
-            self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)
-            self.ll = torch.zeros(1, dtype=f64, device=dev)
-            self.L = None
+            self.ws = None  # made for the first block (and again for a longer one: L holds a block's rows)
         else:
             self.algorithm, self.precision = "torch_float64", "ieee"
 
@@ -103,19 +92,12 @@ class BlockStatistics:
 
     def _triton(self, X, weights, means, variances):
         K, d = self.K, self.d
-        W, b = lift(weights, means.double() - self.center64, variances, self.k_pad, self.d_pad)
-        for t in (self.n, self.su, self.ll):
-            t.zero_()
-        out = (self.n, self.su, self.ll)
-        if self.algorithm == "one_pass":
-            one_pass_statistics(X, self.center32, W, b, self.cfg, self.precision, out=out)
-        else:
-            if self.L is None or self.L.shape[0] < X.shape[0]:
-                self.L = torch.empty(X.shape[0], dtype=torch.float32, device=X.device)
-            two_pass_statistics(X, self.center32, W, b, K, self.cfg, self.precision, out=out, L_buffer=self.L)
-        dp = self.d_pad
-        return Statistics(self.n[:K].clone(), self.su[:K, :d].clone(), self.su[:K, dp : dp + d].clone(),
-                          self.ll[0].clone(), X.shape[0])
+        if self.ws is None or (self.ws.L is not None and self.ws.L.shape[0] < X.shape[0]):
+            self.ws = Workspace(X, K, self.algorithm)
+            self.ws.set_center(self.center64)
+        n, su, ll = estep_statistics(X, weights, means, variances, self.ws, self.algorithm, self.precision, self.cfg)
+        dp = self.ws.d_pad
+        return Statistics(n[:K].clone(), su[:K, :d].clone(), su[:K, dp : dp + d].clone(), ll[0].clone(), X.shape[0])
 
     def _torch(self, X, weights, means, variances):
         x = X.double() - self.center64

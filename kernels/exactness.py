@@ -31,10 +31,8 @@ import torch
 from harness.data import make_dataset, shared_init
 from kernels import reference as ref
 from kernels.dispatch import launch_config
+from kernels.em import Workspace, estep_statistics
 from kernels.launch import LaunchConfig
-from kernels.lift import lift, pow2_at_least_16
-from kernels.one_pass import one_pass_statistics
-from kernels.two_pass import two_pass_statistics
 
 ALGORITHMS = ("one_pass", "two_pass")
 PRECISIONS = ("ieee", "tf32x3")
@@ -74,16 +72,10 @@ def kernel_statistics(algorithm, X, weights, means, variances, precision, cfg=No
     """(n, s, u, ell, (padded n, padded [s|u])) in float64 NumPy from one kernel
     E-step on uncentered X."""
     K, d = means.shape
-    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     t = [torch.as_tensor(a, device=X.device) for a in (weights, means, variances)]
-    W, b = lift(*t, k_pad, d_pad)
-    center = torch.zeros(d_pad, dtype=torch.float32, device=X.device)
-    cfg = cfg or LaunchConfig(block_n=32, block_k=16)
-    if algorithm == "one_pass":
-        n, su, ll = one_pass_statistics(X, center, W, b, cfg, precision)
-    else:
-        n, su, ll = two_pass_statistics(X, center, W, b, K, cfg, precision)
-    n, su = n.cpu().numpy(), su.cpu().numpy()
+    ws = Workspace(X, K, algorithm)  # center zero: statistics of X itself
+    n, su, ll = estep_statistics(X, *t, ws, algorithm, precision, cfg or LaunchConfig(block_n=32, block_k=16))
+    n, su, d_pad = n.cpu().numpy(), su.cpu().numpy(), ws.d_pad
     return n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], float(ll.cpu()[0]), (n[K:], su[K:])
 
 

@@ -19,7 +19,7 @@ import kernels
 from harness.data import make_dataset, shared_init
 from kernels.dispatch import launch_config
 from kernels.launch import LaunchConfig
-from kernels.em import _resolve, _Workspace, data_center
+from kernels.em import Workspace, data_center, resolve_algorithm
 from kernels.lift import lift
 from kernels.one_pass import _one_pass_kernel, one_pass_statistics
 from kernels.two_pass import _normalizer_kernel, _statistics_kernel, two_pass_statistics
@@ -78,7 +78,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     X = make_dataset(N, K, d, 0, "cuda").X
     init = shared_init(X, K, 0)
     center = data_center(X, True)
-    alg = _resolve(K, d, algorithm, precision)
+    alg = resolve_algorithm(K, d, algorithm, precision)
     cfg = config or launch_config(alg, K, d)
 
     def fit(graph=True):
@@ -92,7 +92,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     peak_extra_mb = (torch.cuda.max_memory_allocated() - base) / 2**20
     fit(False)
     eager_ms = time_ms(lambda: fit(False), 3) / n_iter
-    ws = _Workspace(X, K, alg)
+    ws = Workspace(X, K, alg)
     ws.set_center(center)
     params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
     W, b = lift(params[0], params[1] - center, params[2], ws.k_pad, ws.d_pad)
