@@ -30,7 +30,7 @@ def _score_kernel(
     lanes = tl.arange(0, 2 * D_PAD)
     w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
     s = tl.dot(xt, w, input_precision=PRECISION) + tl.load(b + kk)[None, :]
-    tl.store(S + rows[:, None] * stride_s + kk[None, :], s, mask=row_ok[:, None] & (kk < K)[None, :])
+    tl.store(S + rows.to(tl.int64)[:, None] * stride_s + kk[None, :], s, mask=row_ok[:, None] & (kk < K)[None, :])
 
 
 def score_config(K: int, d: int) -> LaunchConfig:

@@ -50,6 +50,7 @@ def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     col_ok = src < d
     row_ok = rows < N
     c = tl.load(center + src)
-    x = tl.load(X + rows[:, None] * stride_x + src[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    offsets = rows.to(tl.int64)[:, None] * stride_x + src[None, :]  # int64: N*d may pass 2**31 elements
+    x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     x = tl.where(col_ok[None, :], x - c[None, :], 0.0)
     return tl.where(lanes[None, :] < D_PAD, x, x * x), row_ok

@@ -5,10 +5,11 @@ multiple of the row tile, a single row; several tilings and program counts.
 """
 import numpy as np
 import pytest
+import torch
 
 from kernels import reference as ref
 from kernels.launch import LaunchConfig
-from kernels.tests.conftest import ALGORITHMS, assert_statistics_close, kernel_statistics, problem
+from kernels.tests.conftest import ALGORITHMS, assert_close_rel, assert_statistics_close, kernel_statistics, problem
 
 RTOL = 2e-5  # fp32 accumulation over ~1e3 rows; tf32x3 is fp32-accurate
 
@@ -65,3 +66,23 @@ def test_two_passes_agree_with_one_pass():
     a = kernel_statistics("one_pass", X, w, m, v, "tf32x3")
     b = kernel_statistics("two_pass", X, w, m, v, "tf32x3")
     assert_statistics_close(b[:3], a[:3], X.cpu().numpy(), 1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: X of 2**31+ elements (8.6 GB)")
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_rows_past_2_31_elements_are_read_where_they_are(algorithm):
+    """Row offsets row * stride pass int32 at N*d >= 2**31 (200M x 32, the streaming benchmark's
+    in-memory run, read out of bounds before offsets were int64). X is zero but for its last
+    rows: zero rows add nothing to s and u (center 0), so those must be the tail's alone."""
+    N, tail, K, d = 2**31 // 32 + 4096, 1000, 7, 32
+    Xt, w, m, v = problem(tail, K, d, seed=3)
+    X = torch.zeros(N, d, device=Xt.device)
+    X[-tail:] = Xt
+    n, s, u, ll, _ = kernel_statistics(algorithm, X, w, m, v, "ieee")
+    del X
+    _, ts, tu, _, _ = kernel_statistics(algorithm, Xt, w, m, v, "ieee")
+    xmax = float(Xt.abs().max())
+    assert_close_rel(s, ts, 1e-5, "s", tail * xmax)
+    assert_close_rel(u, tu, 1e-5, "u", tail * xmax**2)
+    assert n.sum() == pytest.approx(N, rel=1e-3) and np.isfinite(ll)
