@@ -67,7 +67,8 @@ def column_sums(X_shard, device: torch.device, rows: int = 1 << 20) -> torch.Ten
     """(2, d) float64 [sum x | sum x^2] of this rank's rows (tensor or host array), in row blocks."""
     out = torch.zeros(2, X_shard.shape[1], dtype=torch.float64, device=device)
     for r0 in range(0, X_shard.shape[0], rows):
-        x = torch.as_tensor(np.asarray(X_shard[r0 : r0 + rows]), device=device).double()
+        block = X_shard[r0 : r0 + rows]
+        x = (block if isinstance(block, torch.Tensor) else torch.as_tensor(np.asarray(block))).to(device).double()
         out[0] += x.sum(0)
         out[1] += (x * x).sum(0)
     return out
