@@ -151,7 +151,9 @@ def test_lower_bound_is_at_the_parameters_before_the_last_m_step():
         five = GaussianMixture(max_iter=5, **kw).fit(X)
         four = GaussianMixture(max_iter=4, **kw).fit(X)
     want = ref.mean_log_likelihood(X, four.weights_, four.means_, four.covariances_)
-    assert five.lower_bound_ == pytest.approx(want, abs=2e-6)
+    # relative: on a GPU the float32 statistics are summed by atomics in no fixed order, so the
+    # 5-iteration fit's 4th iterate differs from the 4-iteration fit's in the last float32 bits
+    assert five.lower_bound_ == pytest.approx(want, rel=2e-6)  # 6e-7 measured on the H200
     assert four.score(X) == pytest.approx(want, abs=1e-6)
 
 
