@@ -102,16 +102,16 @@ def run_cell(cfg: DictConfig) -> dict:
         return json.loads(rec_path.read_text())
     ensure_env(device_dir, cfg.env_probes)
 
+    timeout = float(arm.timeout_s) * float(cfg.timeout_scale)
     row = {"device": device_dir.name, "experiment": cfg.experiment_name, "arm": arm.name, "label": arm.label,
            "shape": shape.name, "N": shape.N, "K": shape.K, "d": shape.d,
            "regimes": ";".join(shape.get("regimes") or []), "seed": cfg.seed, "numerics": arm.numerics,
            "algorithm": (arm.get("options") or {}).get("algorithm", ""),
            "precision": (arm.get("options") or {}).get("precision", arm.numerics), "n_iter": cfg.n_iter, "reps": arm.reps,
-           "git_commit": env.git_commit(), "host": socket.gethostname()}
+           "timeout_s": timeout, "git_commit": env.git_commit(), "host": socket.gethostname()}
     spec = {"arm": OmegaConf.to_container(arm, resolve=True), "shape": OmegaConf.to_container(shape, resolve=True),
             "seed": cfg.seed, "n_iter": cfg.n_iter, "reg_covar": cfg.reg_covar, "ari_rows": cfg.ari_rows,
             "record": str(rec_path), "row": row}
-    timeout = float(arm.timeout_s) * float(cfg.timeout_scale)
     log_path = rec_path.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for stale in (rec_path, rec_path.with_suffix(".npz")):
