@@ -13,8 +13,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import interpreter_compat
 from kernels.launch import LaunchConfig, program_count
 from kernels.lift import SENTINEL, lifted_rows
+
+interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
 
 @triton.jit
