@@ -15,8 +15,9 @@ import torch
 
 from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
 from kernels.launch import LaunchConfig
-from kernels.lift import lift, pow2_at_least_16
-from kernels.mstep import mstep
+from kernels.lift import pow2_at_least_16
+from kernels.lift_kernel import lift_into
+from kernels.mstep_kernel import mstep_into
 from kernels.one_pass import one_pass_statistics
 from kernels.two_pass import two_pass_statistics
 
@@ -123,20 +124,22 @@ def data_center(X: torch.Tensor, center) -> torch.Tensor:
 
 
 class Workspace:
-    """Per-fit buffers reused across iterations (statistics, padded center, L).
+    """Per-fit buffers reused across iterations (lifted parameters, statistics, padded center, L).
 
     The center is zero until :meth:`set_center`; L (two-pass only) holds X.shape[0] rows."""
 
     def __init__(self, X, K, algorithm):
         N, d = X.shape
         self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-        f64, dev = torch.float64, X.device
+        f32, f64, dev = torch.float32, torch.float64, X.device
+        self.W = torch.empty(2 * self.d_pad, self.k_pad, dtype=f32, device=dev)
+        self.b = torch.empty(self.k_pad, dtype=f32, device=dev)
         self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
         self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)
         self.ll = torch.zeros(1, dtype=f64, device=dev)
         self.center64 = torch.zeros(d, dtype=f64, device=dev)
-        self.center = torch.zeros(self.d_pad, dtype=torch.float32, device=dev)
-        self.L = torch.empty(N, dtype=torch.float32, device=dev) if algorithm == "two_pass" else None
+        self.center = torch.zeros(self.d_pad, dtype=f32, device=dev)
+        self.L = torch.empty(N, dtype=f32, device=dev) if algorithm == "two_pass" else None
 
     def set_center(self, center: torch.Tensor) -> None:
         self.center64.copy_(center)
@@ -146,9 +149,10 @@ class Workspace:
 class _GraphedLoop:
     """n_iter EM iterations captured once as a CUDA graph and replayed per fit.
 
-    At small N an iteration is a dozen tiny launches (lift, kernel, M-step) whose
-    launch overhead exceeds the work; replaying a graph pays it once. Parameters,
-    center and outputs live in static buffers that every fit() copies into.
+    An iteration is three launches (lift, sweep, M-step; four for Algorithm 3),
+    but at small N even those cost more to launch than to run; replaying a graph
+    pays the launch overhead once. Parameters, center and outputs live in static
+    buffers that every fit() copies into.
     """
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
@@ -157,15 +161,10 @@ class _GraphedLoop:
         self.params = [torch.ones(K, dtype=f64, device=dev) / K, torch.zeros(K, d, dtype=f64, device=dev),
                        torch.ones(K, d, dtype=f64, device=dev)]
         self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
-        self.floored = torch.zeros((), dtype=torch.int64, device=dev)
+        self.floored = torch.zeros(1, dtype=torch.int64, device=dev)
 
         def loop():
-            for i in range(n_iter):
-                *new, ll, f = _step(X, *self.params, self.ws, algorithm, precision, reg_covar, cfg)
-                for p, q in zip(self.params, new):
-                    p.copy_(q)
-                self.lls[i : i + 1].copy_(ll.view(1))
-                self.floored.add_(f)
+            _iterate(X, self.params, self.ws, self.lls, self.floored, algorithm, precision, reg_covar, cfg)
 
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
@@ -200,24 +199,23 @@ def resolve_algorithm(K, d, algorithm, precision):
 
 
 def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig):
-    """One fused E-step into ``ws``'s float64 buffers (zeroed first): returns
-    (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,))."""
-    W, b = lift(weights, means.double() - ws.center64, variances, ws.k_pad, ws.d_pad)
-    for t in (ws.n, ws.su, ws.ll):
-        t.zero_()
+    """One fused E-step into ``ws``'s float64 buffers (the lift kernel zeroes them
+    first): returns (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,))."""
     out = (ws.n, ws.su, ws.ll)
+    lift_into(weights, means, variances, ws.center64, ws.W, ws.b, *out)
     if algorithm == "one_pass":
-        one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)
+        one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, precision, out=out)
     else:
-        two_pass_statistics(X, ws.center, W, b, means.shape[0], cfg, precision, out=out, L_buffer=ws.L)
+        two_pass_statistics(X, ws.center, ws.W, ws.b, means.shape[0], cfg, precision, out=out, L_buffer=ws.L)
     return out
 
 
-def _step(X, weights, means, variances, ws: Workspace, algorithm, precision, reg_covar, cfg: LaunchConfig):
-    K, d = means.shape
-    estep_statistics(X, weights, means, variances, ws, algorithm, precision, cfg)
-    w, mu, var, floored = mstep(ws.n, ws.su, X.shape[0], K, d, ws.center64, reg_covar)
-    return w, mu, var, ws.ll[0].clone(), floored
+def _iterate(X, params, ws: Workspace, lls, floored, algorithm, precision, reg_covar, cfg: LaunchConfig):
+    """len(lls) EM iterations updating ``params`` = [weights, means, variances] (float64
+    buffers) in place; lls[i] <- ell at iteration i's incoming parameters; floored += floored entries."""
+    for i in range(lls.shape[0]):
+        estep_statistics(X, *params, ws, algorithm, precision, cfg)
+        mstep_into(ws.n, ws.su, ws.ll, X.shape[0], ws.center64, reg_covar, *params, lls[i : i + 1], floored)
 
 
 def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg) -> _GraphedLoop:
@@ -248,8 +246,11 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     ws = Workspace(X, K, algorithm)
     ws.set_center(data_center(X, center))
     cfg = config or launch_config(algorithm, K, d)
-    w, mu, var, ll, floored = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
-    return StepResult(w, mu, var, ll, floored, algorithm)
+    params = [torch.as_tensor(a, device=X.device).double().clone() for a in (weights, means, variances)]
+    ll = torch.zeros(1, dtype=torch.float64, device=X.device)
+    floored = torch.zeros(1, dtype=torch.int64, device=X.device)
+    _iterate(X, params, ws, ll, floored, algorithm, precision, reg_covar, cfg)
+    return StepResult(*params, ll[0], floored[0], algorithm)
 
 
 def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
@@ -274,10 +275,8 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
         return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
-    lls, floored = [], torch.zeros((), dtype=torch.int64, device=X.device)
-    for _ in range(n_iter):
-        weights, means, variances, ll, f = _step(X, weights, means, variances, ws, algorithm, precision, reg_covar, cfg)
-        lls.append(ll)
-        floored += f
-    lls = torch.stack(lls) if lls else torch.zeros(0, dtype=torch.float64, device=X.device)
-    return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)
+    params = [weights.clone(), means.clone(), variances.clone()]
+    lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
+    floored = torch.zeros(1, dtype=torch.int64, device=X.device)
+    _iterate(X, params, ws, lls, floored, algorithm, precision, reg_covar, cfg)
+    return FitResult(*params, lls, int(floored), algorithm, precision)

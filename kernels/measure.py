@@ -20,7 +20,7 @@ from harness.data import make_dataset, shared_init
 from kernels.dispatch import launch_config
 from kernels.launch import LaunchConfig
 from kernels.em import Workspace, data_center, resolve_algorithm
-from kernels.lift import lift
+from kernels.lift_kernel import lift_into
 from kernels.one_pass import _one_pass_kernel, one_pass_statistics
 from kernels.two_pass import _normalizer_kernel, _statistics_kernel, two_pass_statistics
 
@@ -95,8 +95,9 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     ws = Workspace(X, K, alg)
     ws.set_center(center)
     params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
-    W, b = lift(params[0], params[1] - center, params[2], ws.k_pad, ws.d_pad)
     out = (ws.n, ws.su, ws.ll)
+    lift_into(*params, ws.center64, ws.W, ws.b, *out)
+    W, b = ws.W, ws.b
     if alg == "one_pass":
         kern = lambda: one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)  # noqa: E731
     else:

@@ -1,0 +1,60 @@
+"""The lift of Lemma 1 as one small kernel, fused with clearing the statistics.
+
+Inside the fit loop the lift (a dozen Theta(Kd) torch ops, :func:`kernels.lift.lift`)
+and zeroing the three float64 accumulators were ~15 launches per iteration:
+at N = 20 000 they cost more than the sweep itself, even replayed from a CUDA
+graph. Here one program per padded component builds its column of W and its b
+in float64 from the parameters and the center, stores them in float32 (what
+``lift`` computes, to float32 rounding), and clears that component's
+statistics for the E-step that follows (program 0 also clears ell).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.lift import SENTINEL
+
+
+@triton.jit
+def _lift_kernel(
+    weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
+    W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD) f32, b (K_PAD,) f32; cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
+    K, d, K_PAD, half_log_2pi: tl.float64,
+    D_PAD: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
+):
+    k = tl.program_id(0)
+    c = tl.arange(0, D_PAD)
+    real = k < K
+    ok = (c < d) & real
+    mu = tl.load(means + k * d + c, mask=ok, other=0.0).to(tl.float64) - tl.load(center + c, mask=ok, other=0.0).to(tl.float64)
+    var = tl.load(variances + k * d + c, mask=ok, other=1.0).to(tl.float64)
+    tau = 1.0 / var
+    tl.store(W + c * K_PAD + k, tl.where(ok, mu * tau, 0.0).to(tl.float32))
+    tl.store(W + (D_PAD + c) * K_PAD + k, tl.where(ok, -0.5 * tau, 0.0).to(tl.float32))
+    log_w = tl.log(tl.load(weights + k, mask=real, other=1.0).to(tl.float64))
+    terms = tl.where(ok, 0.5 * tl.log(var) + 0.5 * mu * mu * tau, 0.0)
+    bias = log_w - d * half_log_2pi - tl.sum(terms, 0)
+    tl.store(b + k, tl.where(real, bias, SENTINEL_VALUE).to(tl.float32))
+    tl.store(n + k, 0.0)
+    tl.store(su + k * (2 * D_PAD) + c, tl.zeros([D_PAD], tl.float64))
+    tl.store(su + k * (2 * D_PAD) + D_PAD + c, tl.zeros([D_PAD], tl.float64))
+    tl.store(ll, tl.zeros([], tl.float64), mask=k == 0)
+
+
+def lift_into(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, center: torch.Tensor,
+              W: torch.Tensor, b: torch.Tensor, n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor) -> None:
+    """W, b of (weights, means - center, variances) into the given buffers, and n, su, ll zeroed.
+
+    Shapes as :func:`kernels.lift.lift` (W (2*d_pad, k_pad), b (k_pad,)) and
+    :class:`kernels.em.Workspace` (n (k_pad,), su (k_pad, 2*d_pad), ll (1,)).
+    """
+    K, d = means.shape
+    k_pad, d_pad = b.shape[0], W.shape[0] // 2
+    _lift_kernel[(k_pad,)](
+        weights.contiguous(), means.contiguous(), variances.contiguous(), center.contiguous(), W, b, n, su, ll,
+        K, d, k_pad, 0.5 * math.log(2.0 * math.pi), D_PAD=d_pad, SENTINEL_VALUE=SENTINEL, num_warps=1,
+    )
