@@ -14,7 +14,8 @@ class LaunchConfig:
     """Tile shape and launch knobs of one kernel call.
 
     block_n: rows per tile; block_k: components per tile (two-pass only);
-    programs_per_sm: persistent programs per multiprocessor; stats_by_lanes:
+    programs_per_sm: persistent programs per multiprocessor (a fraction below 1 leaves
+    multiprocessors idle but commits fewer atomic partial sums); stats_by_lanes:
     accumulate [s | u] transposed so its wider axis is the dot's M (None: when
     2*d_pad exceeds the component tile).
     """
@@ -23,7 +24,7 @@ class LaunchConfig:
     block_k: int = 64
     num_warps: int = 4
     num_stages: int = 2
-    programs_per_sm: int = 2
+    programs_per_sm: float = 2
     stats_by_lanes: bool | None = None
 
     def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:
@@ -35,8 +36,8 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def program_count(n_tiles: int, device: torch.device, per_sm: int) -> int:
+def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
     """Persistent grid: a small multiple of the SM count, never more than the tiles."""
     if device.type != "cuda":
         return max(1, min(n_tiles, INTERPRETER_PROGRAMS))
-    return max(1, min(n_tiles, per_sm * sm_count(device.index or 0)))
+    return max(1, min(n_tiles, int(per_sm * sm_count(device.index or 0))))

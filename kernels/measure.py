@@ -64,13 +64,14 @@ def time_ms(fn, reps: int) -> float:
 
 
 def parse_config(text: str | None) -> LaunchConfig | None:
-    """'block_n:block_k:num_warps:num_stages[:T|F]' (last: stats_by_lanes)."""
+    """'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]' (T/F: stats_by_lanes, - the default)."""
     if not text:
         return None
     f = text.split(":")
-    lanes = None if len(f) < 5 else f[4] == "T"
+    lanes = None if len(f) < 5 or f[4] == "-" else f[4] == "T"
+    per_sm = float(f[5]) if len(f) > 5 else LaunchConfig.programs_per_sm
     return LaunchConfig(block_n=int(f[0]), block_k=int(f[1]), num_warps=int(f[2]), num_stages=int(f[3]),
-                        stats_by_lanes=lanes)
+                        stats_by_lanes=lanes, programs_per_sm=per_sm)
 
 
 def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None) -> dict:
@@ -108,7 +109,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     return {
         "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
         "block_n": cfg.block_n, "block_k": cfg.block_k, "num_warps": cfg.num_warps,
-        "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages,
+        "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages, "programs_per_sm": cfg.programs_per_sm,
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
         "useful_tflops": round(flop / (iter_ms * 1e-3) / 1e12, 2),
@@ -126,7 +127,7 @@ def main(argv=None):
     p.add_argument("--precision", default="tf32x3")
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--config", action="append", default=[None],
-                   help="extra launch configs to time, block_n:block_k:warps:stages[:T|F] (repeatable)")
+                   help="extra launch configs to time, block_n:block_k:warps:stages[:T|F|-[:programs_per_sm]] (repeatable)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     seen: set = set()
