@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import sys
 
 import torch
@@ -64,9 +65,18 @@ def time_ms(fn, reps: int) -> float:
 
 
 def parse_config(text: str | None) -> LaunchConfig | None:
-    """'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]' (T/F: stats_by_lanes, - the default)."""
+    """A launch config from 'field=value,...' (LaunchConfig's fields, e.g.
+    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8')
+    or the short form 'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]'."""
     if not text:
         return None
+    if "=" in text:
+        types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
+        kw = {}
+        for item in text.split(","):
+            key, value = item.split("=")
+            kw[key] = (value == "T") if "bool" in str(types[key]) else (float(value) if "float" in str(types[key]) else int(value))
+        return LaunchConfig(**kw)
     f = text.split(":")
     lanes = None if len(f) < 5 or f[4] == "-" else f[4] == "T"
     per_sm = float(f[5]) if len(f) > 5 else LaunchConfig.programs_per_sm
@@ -110,6 +120,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
         "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
         "block_n": cfg.block_n, "block_k": cfg.block_k, "num_warps": cfg.num_warps,
         "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages, "programs_per_sm": cfg.programs_per_sm,
+        "normalizer_block_n": cfg.normalizer_block_n, "normalizer_warps": cfg.normalizer_warps,
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
         "useful_tflops": round(flop / (iter_ms * 1e-3) / 1e12, 2),
@@ -127,7 +138,8 @@ def main(argv=None):
     p.add_argument("--precision", default="tf32x3")
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--config", action="append", default=[None],
-                   help="extra launch configs to time, block_n:block_k:warps:stages[:T|F|-[:programs_per_sm]] (repeatable)")
+                   help="extra launch configs to time (repeatable): field=value,... of LaunchConfig or "
+                        "block_n:block_k:warps:stages[:T|F|-[:programs_per_sm]]")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     seen: set = set()

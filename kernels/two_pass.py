@@ -93,12 +93,15 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
                torch.zeros(1, dtype=f64, device=X.device))
     n, su, ll = out
     L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)
+    meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_K=block_k, PRECISION=precision, num_stages=cfg.num_stages)
+    rows_1 = cfg.normalizer_block_n or cfg.block_n
+    _normalizer_kernel[(triton.cdiv(N, rows_1),)](X, center, W, b, L, ll, N, d, K, X.stride(0), BLOCK_N=rows_1,
+                                                  SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps,
+                                                  **meta)
     n_tiles = triton.cdiv(N, cfg.block_n)
-    meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    _normalizer_kernel[(n_tiles,)](X, center, W, b, L, ll, N, d, K, X.stride(0), SENTINEL_VALUE=SENTINEL, **meta)
     k_tiles = triton.cdiv(K, block_k)
     n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits,
+                                            BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
                                             STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), **meta)
     return n, su, ll
