@@ -33,7 +33,7 @@ def _mstep_kernel(
     tl.store(weights + k, nk / N)
     tl.store(means + k * d + c, mu + tl.load(center + c, mask=ok, other=0.0), mask=ok)
     tl.store(variances + k * d + c, tl.maximum(spread, 0.0) + reg_covar, mask=ok)
-    tl.atomic_add(floored, tl.sum(negative.to(tl.int64), 0))
+    tl.atomic_add(floored, tl.sum(negative.to(tl.int64), 0), sem="relaxed")
     tl.store(ll_out, tl.load(ll), mask=k == 0)
 
 

@@ -41,7 +41,7 @@ def _normalizer_kernel(
         m = m_new
     L = m + tl.log(lam)
     tl.store(L_out + rows, L, mask=row_ok)
-    tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0))
+    tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0), sem="relaxed")
 
 
 @triton.jit
@@ -72,11 +72,11 @@ def _statistics_kernel(
             su_acc += tl.dot(tl.trans(xt), g, input_precision=PRECISION)
         else:
             su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64))
+    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see one_pass.py
     if STATS_BY_LANES:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64))
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
     else:
-        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64))
+        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64), sem="relaxed")
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
