@@ -59,15 +59,9 @@ DEVICE_LABEL = $$($(VPY) -c "from harness.env import device_label; print(device_
 reproduce: venv
 ifeq ($(HAS_GPU),yes)
 	@dev=$(DEVICE_LABEL); start=$$(date +%s); \
-	echo "make reproduce on $$dev -> results/$$dev/ (estimates from the H200 run of 2026-11-30; cells that hit"; \
-	echo "their timeout add up to timeout_s each; finished cells are skipped, FORCE=1 redoes them):"; \
-	echo "  1 table1        16 shapes x 9 arms, 144 cells        ~60 min"; \
-	echo "  2 dispatch      7 K x 4 d x 2 algorithms, 56 cells    ~17 min"; \
-	echo "  3 ablation      6 shapes x 4 rungs, 24 cells          ~10 min"; \
-	echo "  4 d128_control  4 dataflows at 4M_16_128              ~3 min"; \
-	echo "  5 exactness     2 algorithms x 2 precisions, mpmath + float64 sweep   ~3 min"; \
-	echo "  6 conditioning  lifted vs centered score, 6 offsets   <1 min"; \
-	echo "  then figures and claims.md                            <1 min     total ~1.5 h"; \
+	echo "make reproduce on $$dev -> results/$$dev/ (a cell with a record is skipped, FORCE=1 redoes it):"; \
+	$(VPY) -m harness.plan $(EXPERIMENTS) $(if $(FORCE),force=true) || exit 1; \
+	echo "  then: exactness (mpmath + float64 battery), conditioning (lifted vs centered score), figures, claims.md"; \
 	for exp in $(EXPERIMENTS); do \
 	  echo "== $$exp: python -m harness -m experiment=$$exp"; \
 	  $(VPY) -m harness -m experiment=$$exp $(if $(FORCE),force=true) || exit 1; \

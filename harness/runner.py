@@ -134,15 +134,16 @@ def run_cell(cfg: DictConfig) -> dict:
             raise
         log.write(stderr)
 
+    wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
     if proc.returncode == 0 and not timed_out and rec_path.exists():
-        rec = json.loads(rec_path.read_text())
+        rec = dict(json.loads(rec_path.read_text()), wall_s=wall_s)
     else:
         status = classify(proc.returncode, stderr, timed_out)
         if proc.returncode == 0 and not timed_out:
             status = "fail (ERROR: worker exited without writing its record)"
         rec = dict(row, status=status, versions=env.package_versions(),  # installed, as none were reported
-                   timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        results.write_json_atomic(rec_path, rec)
-    print(f"[harness] done {key}: {rec['status']} {rec.get('gate') or ''} ({time.time() - t0:.1f} s)", flush=True)
+                   timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"), wall_s=wall_s)
+    results.write_json_atomic(rec_path, rec)
+    print(f"[harness] done {key}: {rec['status']} {rec.get('gate') or ''} ({wall_s:.1f} s)", flush=True)
     results.collect(exp_dir)
     return rec
