@@ -24,6 +24,13 @@ WHEELS_ALL := $(WHEELS_MIN) pyyaml==6.0.4 numba==0.68.1 llvmlite==0.50.0 network
   pytest==9.2.0 iniconfig pluggy pygments packaging pytorch-lightning==2.6.6 torchmetrics==1.9.0 \
   lightning-utilities==0.15.3 fsspec typing-extensions
 WHEELS := $(if $(ALL),$(WHEELS_ALL),$(WHEELS_MIN))
+# cuVS's C++ libraries for the cuvs arm (~300 MB; CUVS=0 leaves them out). install-offline puts
+# them in $(CUVS_SITE) with --target, outside the environment torch runs in (its nvJitLink is
+# older, arms/README.md); arms/cuvs.py looks there (or in $$TURBO_GMM_CUVS_SITE).
+CUVS ?= 1
+CUVS_SITE ?= .venv/cuvs-site
+WHEELS_CUVS := libcuvs-cu13==26.10.0 libraft-cu13==26.10.0 librmm-cu13==26.10.0 libkvikio-cu13==26.10.0 \
+  rapids-logger==0.3.0 nvidia-nvjitlink==13.5.37
 SDIST_ONLY := antlr4-python3-runtime==4.9.3 apricot-select==0.6.1
 HAS_CUDA_TORCH := $(shell $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && echo yes)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
@@ -96,8 +103,8 @@ baselines:
 wheelhouse:
 	mkdir -p $(WHEELHOUSE)
 	$(PYTHON) -m pip download --no-deps --only-binary=:all: --python-version $(PY) --platform $(PLATFORM) \
-	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d $(WHEELHOUSE) \
-	  $(filter-out $(SDIST_ONLY),$(WHEELS)) $(TORCHGMM)
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2010_x86_64 -d $(WHEELHOUSE) \
+	  $(filter-out $(SDIST_ONLY),$(WHEELS)) $(TORCHGMM) $(if $(filter 1,$(CUVS)),$(WHEELS_CUVS))
 	$(PYTHON) -m pip wheel --no-deps -w $(WHEELHOUSE) $(SDIST_ONLY)
 	@echo "$(WHEELHOUSE)/ holds $$(ls $(WHEELHOUSE) | wc -l) wheels for Python $(PY) on $(PLATFORM)"
 
@@ -105,6 +112,10 @@ wheelhouse:
 # wheelhouse. The project itself is run from the repository root (no install needed).
 install-offline:
 	$(PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps $(WHEELS) $(TORCHGMM)
+	@if ls $(WHEELHOUSE)/libcuvs_cu13-*.whl >/dev/null 2>&1; then \
+	  echo "$(PYTHON) -m pip install ... --target $(CUVS_SITE) <cuVS wheels>"; \
+	  $(PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps --upgrade --target $(CUVS_SITE) $(WHEELS_CUVS); \
+	else echo "no cuVS wheels in $(WHEELHOUSE)/: the cuvs arm will say unavailable"; fi
 
 clean:
 	rm -rf .hydra_runs .pytest_cache build *.egg-info

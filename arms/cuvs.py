@@ -75,6 +75,17 @@ MAX_COMPONENTS = 65535  # params::n_components limit
 MAX_ROWS = 2**31 - 1  # cuVS indexes rows with int
 
 _state: dict = {}  # preload handle, loaded shim, last fit's peak
+SITE_ENV = "TURBO_GMM_CUVS_SITE"
+DEFAULT_SITE = Path(__file__).resolve().parents[1] / ".venv" / "cuvs-site"  # make install-offline's --target
+
+
+def use_wheel_site() -> None:
+    """Put the folder the cuVS wheels were installed into with ``--target`` ($TURBO_GMM_CUVS_SITE,
+    else .venv/cuvs-site) on sys.path of this process only: the cuVS cell's worker."""
+    site = os.environ.get(SITE_ENV) or str(DEFAULT_SITE)
+    if Path(site).is_dir() and site not in sys.path:
+        sys.path.append(site)
+        importlib.invalidate_caches()
 
 
 def _package_dir(name: str) -> Path | None:
@@ -120,6 +131,7 @@ def preload() -> str | None:
     """
     if "nvjitlink" in _state:
         return _state["nvjitlink"] if isinstance(_state["nvjitlink"], str) else None
+    use_wheel_site()
     path, reason = pick_nvjitlink(_nvjitlink_candidates())
     if path is not None:
         try:
@@ -277,6 +289,7 @@ def available() -> str | None:
         return f"torch not importable: {e}"
     if not torch.cuda.is_available():
         return "cuVS needs a CUDA device; none is visible"
+    use_wheel_site()
     try:
         _wheel_dirs()
     except RuntimeError as e:

@@ -164,3 +164,24 @@ def test_cuvs_fit_matches_float64_reference(tmp_path, order):
         assert info["rmm_peak_bytes"] > 0 and info["peak_bytes"] == info["held_bytes"] + info["rmm_peak_bytes"]
         assert info["held_bytes"] >= r["X"].nbytes + 4 * N  # X and the int32 labels at least
         assert info["em_iter_ms"] > 0
+
+
+def test_wheels_installed_with_target_are_found_in_that_folder(tmp_path, monkeypatch):
+    """make install-offline puts the cuVS wheels in a --target folder outside torch's environment;
+    the arm puts it on sys.path ($TURBO_GMM_CUVS_SITE) and finds the packages and nvJitLink there."""
+    for pkg in cuvs.WHEEL_PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnvJitLink.so.13").write_bytes(b"")
+    info = tmp_path / "nvidia_nvjitlink-13.5.37.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nvjitlink\nVersion: 13.5.37\n")
+    (info / "RECORD").write_text("nvidia/cu13/lib/libnvJitLink.so.13,,\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv(cuvs.SITE_ENV, str(tmp_path))
+    cuvs.use_wheel_site()
+    assert str(tmp_path) in sys.path
+    assert all(cuvs._package_dir(pkg) == tmp_path / pkg for pkg in cuvs.WHEEL_PACKAGES)
+    assert ("13.5.37", str(lib / "libnvJitLink.so.13")) in cuvs._nvjitlink_candidates()
