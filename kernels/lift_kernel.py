@@ -57,4 +57,5 @@ def lift_into(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tenso
     _lift_kernel[(k_pad,)](
         weights.contiguous(), means.contiguous(), variances.contiguous(), center.contiguous(), W, b, n, su, ll,
         K, d, k_pad, 0.5 * math.log(2.0 * math.pi), D_PAD=d_pad, SENTINEL_VALUE=SENTINEL, num_warps=1,
+        enable_fp_fusion=False,  # no FMA contraction: the roundings of kernels/lift.py
     )

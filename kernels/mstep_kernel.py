@@ -45,4 +45,5 @@ def mstep_into(n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor, N: int, cent
     K, d = means.shape
     d_pad = su.shape[1] // 2
     _mstep_kernel[(K,)](n, su, ll, center, weights, means, variances, ll_out, floored,
-                        N, K, d, float(reg_covar), 10.0 * EPS64, D_PAD=d_pad, num_warps=1)
+                        N, K, d, float(reg_covar), 10.0 * EPS64, D_PAD=d_pad, num_warps=1,
+                        enable_fp_fusion=False)  # no FMA contraction: the same roundings as kernels/mstep.py
