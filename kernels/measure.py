@@ -23,7 +23,8 @@ from kernels.launch import LaunchConfig
 from kernels.em import Workspace, data_center, resolve_algorithm
 from kernels.lift_kernel import lift_into
 from kernels.one_pass import _one_pass_kernel, one_pass_statistics
-from kernels.two_pass import _normalizer_kernel, _statistics_kernel, two_pass_statistics
+from kernels.two_pass import (_normalizer_kernel, _statistics_kernel, normalizer_pass, statistics_pass,
+                              two_pass_statistics)
 
 SUFFIX = {"K": 1_000, "M": 1_000_000}
 
@@ -109,10 +110,14 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     out = (ws.n, ws.su, ws.ll)
     lift_into(*params, ws.center64, ws.W, ws.b, *out)
     W, b = ws.W, ws.b
+    passes = {}
     if alg == "one_pass":
         kern = lambda: one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)  # noqa: E731
     else:
         kern = lambda: two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L)  # noqa: E731
+        passes = {  # each pass alone: which one the two-pass time goes to
+            "pass1_ms": time_ms(lambda: normalizer_pass(X, ws.center, W, b, K, cfg, precision, ws.L, ws.ll), 10),
+            "pass2_ms": time_ms(lambda: statistics_pass(X, ws.center, W, b, K, cfg, precision, ws.L, ws.n, ws.su), 10)}
     kernel_ms = time_ms(kern, 10)
     res = compiled_resources(seen)
     flop = 8.0 * N * K * d
@@ -122,6 +127,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
         "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages, "programs_per_sm": cfg.programs_per_sm,
         "normalizer_block_n": cfg.normalizer_block_n, "normalizer_warps": cfg.normalizer_warps,
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
+        **{k: round(v, 4) for k, v in passes.items()},
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
         "useful_tflops": round(flop / (iter_ms * 1e-3) / 1e12, 2),
         "peak_extra_mb": round(peak_extra_mb, 1), "n_floored": r.n_floored,

@@ -86,22 +86,37 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
-    block_k = min(cfg.block_k, k_pad)
     if out is None:
         f64 = torch.float64
         out = (torch.zeros(k_pad, dtype=f64, device=X.device), torch.zeros(k_pad, 2 * d_pad, dtype=f64, device=X.device),
                torch.zeros(1, dtype=f64, device=X.device))
     n, su, ll = out
     L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)
-    meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_K=block_k, PRECISION=precision, num_stages=cfg.num_stages)
-    rows_1 = cfg.normalizer_block_n or cfg.block_n
-    _normalizer_kernel[(triton.cdiv(N, rows_1),)](X, center, W, b, L, ll, N, d, K, X.stride(0), BLOCK_N=rows_1,
-                                                  SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps,
-                                                  **meta)
+    normalizer_pass(X, center, W, b, K, cfg, precision, L, ll)
+    statistics_pass(X, center, W, b, K, cfg, precision, L, n, su)
+    return n, su, ll
+
+
+def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll) -> None:
+    """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
+    N, d = X.shape
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    rows = cfg.normalizer_block_n or cfg.block_n
+    _normalizer_kernel[(triton.cdiv(N, rows),)](
+        X, center, W, b, L, ll, N, d, K, X.stride(0), K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=rows,
+        BLOCK_K=min(cfg.block_k, k_pad), PRECISION=precision, SENTINEL_VALUE=SENTINEL,
+        num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
+    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits."""
+    N, d = X.shape
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    block_k = min(cfg.block_k, k_pad)
     n_tiles = triton.cdiv(N, cfg.block_n)
     k_tiles = triton.cdiv(K, block_k)
     n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
-    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits,
-                                            BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
-                                            STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), **meta)
-    return n, su, ll
+    _statistics_kernel[(k_tiles, n_splits)](
+        X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, K_PAD=k_pad, D_PAD=d_pad,
+        BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision, STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
