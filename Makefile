@@ -61,7 +61,7 @@ test: venv
 
 # make reproduce on a GPU: every experiment of the paper, resumably (a finished cell or CSV is
 # skipped; FORCE=1 redoes them), then every table, figure and the claims report.
-EXPERIMENTS := table1 dispatch ablation d128_control
+EXPERIMENTS := table1 dispatch ablation d128_control d128_published
 DEVICE_LABEL = $$($(VPY) -c "from harness.env import device_label; print(device_label())")
 reproduce: venv
 ifeq ($(HAS_GPU),yes)

@@ -347,6 +347,9 @@ def d128_control(res: Results):
         else:
             parts.append(f"{name} did not run")
     need(measured, "a fused arm beside A1 at 4M_16_128")
+    published = [r["status"] for r in res.rows("d128_published") or [] if r["shape"] == s]
+    if published:  # the paper: the published list cannot launch pass 1 in fp32 at d = 128
+        parts.append(f"Flash-GMM published list: {published[0]}")
     return "; ".join(parts) + " (10 iterations)", speedup_verdict(measured, paper)
 
 

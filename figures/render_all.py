@@ -34,7 +34,7 @@ RENDERERS = {
     "ablation": [fig2_ablation.render],
     "conditioning": [fig_conditioning.render],
 }
-CLAIM_SOURCES = ("table1", "dispatch", "ablation", "d128_control", "exactness", "conditioning")
+CLAIM_SOURCES = ("table1", "dispatch", "ablation", "d128_control", "d128_published", "exactness", "conditioning")
 
 
 def render_folder(folder: Path, say=print) -> list[Path]:

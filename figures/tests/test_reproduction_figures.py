@@ -2,6 +2,7 @@
 import pytest
 
 from figures import claims, fig2_ablation, fig_conditioning, fig_dispatch, fig_memory
+from figures.tests.conftest import record, write_experiment
 from harness.results import read_csv
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -97,4 +98,16 @@ def test_render_all_renders_what_the_folder_holds(device_dir):
     paths = {p.name for p in render_all.render_folder(device_dir, said.append)}
     assert {"table1.md", "table1.tex", "fig1_latency.png", "fig_memory.png", "fig_dispatch.png", "fig2_ablation.png",
             "fig_conditioning.png", "claims.md"} <= paths
-    assert said == [f"{device_dir}: not measured yet: d128_control.csv, exactness.csv"]
+    assert said == [f"{device_dir}: not measured yet: d128_control.csv, d128_published.csv, exactness.csv"]
+
+
+def test_d128_control_claim_reports_the_published_list_failure(device_dir):
+    s = ("4M_16_128", 4_000_000, 16, 128)
+    write_experiment(device_dir, "d128_control", [
+        record("d128_control", "ablation_a1", *s, 20.6), record("d128_control", "ablation_a4", *s, 14.1),
+        record("d128_control", "flash_gmm", *s, 42.5), record("d128_control", "ablation_a3", *s, 274.0)])
+    write_experiment(device_dir, "d128_published", [
+        record("d128_published", "flash_gmm", *s, 0, status="fail (OutOfResources)")])
+    v = verdicts(device_dir)["27"]
+    assert v["measured"].startswith("A1 206.0 ms; Alg. 2 141.0 ms (1.46x faster)")
+    assert "Flash-GMM published list: fail (OutOfResources)" in v["measured"] and v["verdict"] == "holds"

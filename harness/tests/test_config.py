@@ -7,6 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
+from harness.runner import cell_key
 from harness.tests.conftest import REPO
 
 PAPER_SHAPES = {  # Table 1 of the paper: name -> (N, K, d)
@@ -101,6 +102,14 @@ def test_ablation_runs_four_rungs_on_the_six_K_d_shapes_and_d128_control_its_fou
     p = _compose("experiment=d128_control").hydra.sweeper.params
     assert p.shape == "4M_16_128" and p.arm.split(",") == ["ablation_a4", "flash_gmm", "ablation_a3", "ablation_a1"]
     assert _compose("arm=flash_gmm").arm.options.autotune == "widened"
+
+
+def test_d128_published_is_one_flash_gmm_cell_with_the_published_list():
+    p = _compose("experiment=d128_published").hydra.sweeper.params
+    assert (p.shape, p.arm, p["arm.options.autotune"]) == ("4M_16_128", "flash_gmm", "published")
+    cfg = _compose("experiment=d128_published", "shape=4M_16_128", "arm=flash_gmm", "arm.options.autotune=published")
+    assert cfg.experiment_name == "d128_published" and cfg.arm.options.autotune == "published"
+    assert cell_key(cfg) == "flash_gmm__4M_16_128__autotune=published"
 
 
 def test_unknown_arm_lists_the_valid_names():
