@@ -1,15 +1,15 @@
 """Launch geometry shared by the kernels: tile sizes, warps and the persistent grid."""
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass
 
 import torch
 
 INTERPRETER_PROGRAMS = 3  # programs the CPU interpreter runs: few, but > 1 so atomics are exercised
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """Tile shape and launch knobs of one kernel call.
 
@@ -46,3 +46,23 @@ def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
     if device.type != "cuda":
         return max(1, min(n_tiles, INTERPRETER_PROGRAMS))
     return max(1, min(n_tiles, int(per_sm * sm_count(device.index or 0))))
+
+
+def parse_config(text: str | None) -> LaunchConfig | None:
+    """A launch config from 'field=value,...' (LaunchConfig's fields, e.g.
+    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8')
+    or the short form 'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]'."""
+    if not text:
+        return None
+    if "=" in text:
+        types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
+        kw = {}
+        for item in text.split(","):
+            key, value = item.split("=")
+            kw[key] = (value == "T") if "bool" in str(types[key]) else (float(value) if "float" in str(types[key]) else int(value))
+        return LaunchConfig(**kw)
+    f = text.split(":")
+    lanes = None if len(f) < 5 or f[4] == "-" else f[4] == "T"
+    per_sm = float(f[5]) if len(f) > 5 else LaunchConfig.programs_per_sm
+    return LaunchConfig(block_n=int(f[0]), block_k=int(f[1]), num_warps=int(f[2]), num_stages=int(f[3]),
+                        stats_by_lanes=lanes, programs_per_sm=per_sm)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import sys
 
 import torch
@@ -19,7 +18,7 @@ import torch
 import kernels
 from harness.data import make_dataset, shared_init
 from kernels.dispatch import launch_config
-from kernels.launch import LaunchConfig
+from kernels.launch import parse_config
 from kernels.em import Workspace, data_center, resolve_algorithm
 from kernels.lift_kernel import lift_into
 from kernels.one_pass import _one_pass_kernel, one_pass_statistics
@@ -63,26 +62,6 @@ def time_ms(fn, reps: int) -> float:
         b.synchronize()
         best = min(best, a.elapsed_time(b))
     return best
-
-
-def parse_config(text: str | None) -> LaunchConfig | None:
-    """A launch config from 'field=value,...' (LaunchConfig's fields, e.g.
-    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8')
-    or the short form 'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]'."""
-    if not text:
-        return None
-    if "=" in text:
-        types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
-        kw = {}
-        for item in text.split(","):
-            key, value = item.split("=")
-            kw[key] = (value == "T") if "bool" in str(types[key]) else (float(value) if "float" in str(types[key]) else int(value))
-        return LaunchConfig(**kw)
-    f = text.split(":")
-    lanes = None if len(f) < 5 or f[4] == "-" else f[4] == "T"
-    per_sm = float(f[5]) if len(f) > 5 else LaunchConfig.programs_per_sm
-    return LaunchConfig(block_n=int(f[0]), block_k=int(f[1]), num_warps=int(f[2]), num_stages=int(f[3]),
-                        stats_by_lanes=lanes, programs_per_sm=per_sm)
 
 
 def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None) -> dict:

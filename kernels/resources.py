@@ -1,0 +1,122 @@
+"""What the compiler makes of a kernel configuration, without a GPU.
+
+Compiles Algorithm 2's and Algorithm 3's kernels for sm_90 (Hopper) with Triton's own
+ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
+memory per program, how many programs fit on one multiprocessor by each of those limits,
+and the global atomics and memory barriers in the SASS. The register and shared-memory
+budget decides how many warps hide the exponentials and loads behind the tensor cores.
+
+    python -m kernels.resources --K 512 --d 32 --algorithm two_pass \\
+        --config block_n=64,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from kernels.dispatch import launch_config
+from kernels.launch import LaunchConfig, parse_config
+from kernels.lift import SENTINEL, pow2_at_least_16
+from kernels.one_pass import _one_pass_kernel
+from kernels.two_pass import _normalizer_kernel, _statistics_kernel
+
+SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
+        "max_programs": 32}
+PTRS32, PTRS64 = "*fp32", "*fp64"
+I32 = "i32"
+
+
+def _signatures(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
+    """kernel name -> (jit function, signature, constexprs, num_warps)."""
+    block_k = min(cfg.block_k, k_pad)
+    one = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
+           "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "num_programs": I32}
+    norm = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L_out": PTRS32, "ll_out": PTRS64,
+            "N": I32, "d": I32, "K": I32, "stride_x": I32}
+    stats = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
+             "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "n_splits": I32}
+    return {
+        "one_pass": (_one_pass_kernel, one, dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
+                                                 STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad)), cfg.num_warps),
+        "two_pass.normalizer": (_normalizer_kernel, norm, dict(
+            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n, BLOCK_K=block_k,
+            PRECISION=precision, SENTINEL_VALUE=SENTINEL), cfg.normalizer_warps or cfg.num_warps),
+        "two_pass.statistics": (_statistics_kernel, stats, dict(
+            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
+            STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k)), cfg.num_warps),
+    }
+
+
+def _cuobjdump() -> Path:
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+
+
+def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None) -> list[dict]:
+    """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
+    if triton.knobs.runtime.interpret:
+        raise RuntimeError("kernels.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
+    cfg = cfg or launch_config(algorithm, K, d)
+    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    rows = []
+    for name, (fn, sig, constexprs, warps) in _signatures(k_pad, d_pad, cfg, precision).items():
+        if not name.startswith(algorithm):
+            continue
+        sig = {**sig, **{k: "constexpr" for k in constexprs}}
+        row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
+               "num_stages": cfg.num_stages, **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+        try:
+            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": warps, "num_stages": cfg.num_stages})
+        except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
+            rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+            continue
+        rows.append({**row, **_usage(compiled, warps)})
+    return rows
+
+
+def _usage(compiled, warps: int) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        res = subprocess.run([str(_cuobjdump()), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([str(_cuobjdump()), "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    regs = int(re.search(r"REG:(\d+)", res).group(1))
+    stack = int(re.search(r"STACK:(\d+)", res).group(1))
+    smem = int(compiled.metadata.shared)
+    by_regs = SM90["registers"] // (_round_up(regs * 32, 256) * warps)
+    by_smem = SM90["shared_bytes"] // (smem + SM90["reserved_shared_per_program"])
+    ops = Counter(m.group(0) for m in re.finditer(r"\b(?:REDG|ATOMG|RED|ATOM|MEMBAR|CCTL)\.[A-Z0-9._]+", sass))
+    return {"registers": regs, "stack_bytes": stack, "shared_bytes": smem, "programs_by_registers": by_regs,
+            "programs_by_shared": by_smem, "programs_per_sm": min(by_regs, by_smem, SM90["max_programs"],
+                                                                  SM90["max_warps"] // warps),
+            "sass_atomics_and_barriers": dict(sorted(ops.items()))}
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--K", type=int, required=True)
+    p.add_argument("--d", type=int, required=True)
+    p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
+    p.add_argument("--precision", default="tf32x3", choices=("tf32x3", "ieee"))
+    p.add_argument("--config", action="append", default=[None], help="LaunchConfig as in kernels.measure (repeatable)")
+    a = p.parse_args(argv)
+    for text in a.config:
+        for row in report(a.K, a.d, a.algorithm, a.precision, parse_config(text)):
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
