@@ -14,9 +14,10 @@ class LaunchConfig:
     """Tile shape and launch knobs of one kernel call.
 
     block_n: rows per tile; block_k: components per tile (two-pass only);
-    normalizer_block_n, normalizer_warps: Algorithm 3's first pass (the row
-    normalizer), which keeps its row tile for the whole component sweep and so
-    may want a larger one than the statistics pass (None: block_n, num_warps);
+    normalizer_block_n, normalizer_block_k, normalizer_warps: Algorithm 3's first
+    pass (the row normalizer), one dot per tile instead of two, so it fits more
+    warps per SM than the statistics pass at other tile shapes (None: block_n,
+    block_k, num_warps);
     programs_per_sm: persistent programs per multiprocessor (a fraction below 1 leaves
     multiprocessors idle but commits fewer atomic partial sums); stats_by_lanes:
     accumulate [s | u] transposed so its wider axis is the dot's M (None: when
@@ -30,6 +31,7 @@ class LaunchConfig:
     programs_per_sm: float = 2
     stats_by_lanes: bool | None = None
     normalizer_block_n: int | None = None
+    normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
 
     def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:

@@ -48,7 +48,8 @@ def _signatures(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> di
         "one_pass": (_one_pass_kernel, one, dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
                                                  STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad)), cfg.num_warps),
         "two_pass.normalizer": (_normalizer_kernel, norm, dict(
-            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n, BLOCK_K=block_k,
+            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
+            BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad),
             PRECISION=precision, SENTINEL_VALUE=SENTINEL), cfg.normalizer_warps or cfg.num_warps),
         "two_pass.statistics": (_statistics_kernel, stats, dict(
             K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,

@@ -104,7 +104,7 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     rows = cfg.normalizer_block_n or cfg.block_n
     _normalizer_kernel[(triton.cdiv(N, rows),)](
         X, center, W, b, L, ll, N, d, K, X.stride(0), K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=rows,
-        BLOCK_K=min(cfg.block_k, k_pad), PRECISION=precision, SENTINEL_VALUE=SENTINEL,
+        BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision, SENTINEL_VALUE=SENTINEL,
         num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
 
 
