@@ -108,7 +108,7 @@ def run_cell(cfg: DictConfig) -> dict:
            "regimes": ";".join(shape.get("regimes") or []), "seed": cfg.seed, "numerics": arm.numerics,
            "algorithm": (arm.get("options") or {}).get("algorithm", ""),
            "precision": (arm.get("options") or {}).get("precision", arm.numerics), "n_iter": cfg.n_iter, "reps": arm.reps,
-           "timeout_s": timeout, "git_commit": env.git_commit(), "host": socket.gethostname()}
+           "timeout_s": timeout, "host_load": round(os.getloadavg()[0], 2), "git_commit": env.git_commit(), "host": socket.gethostname()}
     spec = {"arm": OmegaConf.to_container(arm, resolve=True), "shape": OmegaConf.to_container(shape, resolve=True),
             "seed": cfg.seed, "n_iter": cfg.n_iter, "reg_covar": cfg.reg_covar, "ari_rows": cfg.ari_rows,
             "record": str(rec_path), "row": row}

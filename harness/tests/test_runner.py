@@ -36,6 +36,7 @@ def test_correct_arm_gives_a_valid_row_with_reference_likelihood(make_cfg, tmp_p
     (row,) = read_csv(tmp_path / "testdev" / "t.csv")
     assert len(row["rep_seconds"]) == 2 and float(row["ms_per_iter_min"]) == pytest.approx(1e3 * min(row["rep_seconds"]) / 10)
     assert float(row["peak_mb"]) > 0 and float(row["wall_s"]) == rec["wall_s"] > 0
+    assert float(row["host_load"]) == rec["host_load"] >= 0  # the host's 1-minute load average at the cell's start
     if not torch.cuda.is_available():  # on a GPU the worker reports torch's peak (test_gpu_cell_reports_...)
         assert row["peak_source"] == "rss" and row["nvml_peak_mb"] == ""
     assert row["algorithm"] == "reference_em" and row["precision"] == "fp64" and "torch" in row["versions"]
