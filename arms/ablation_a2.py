@@ -8,8 +8,6 @@ TRITON_INTERPRET=1 on the CPU.
 """
 from __future__ import annotations
 
-import os
-
 import torch
 
 from arms import Init
@@ -20,13 +18,9 @@ RUNG = "A2"
 
 
 def available() -> str | None:
-    try:
-        import triton  # noqa: F401
-    except ImportError as e:
-        return f"needs triton ({e})"
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        return "needs a CUDA GPU (or TRITON_INTERPRET=1 for the CPU interpreter)"
-    return None
+    from arms.turbo_gmm import available as kernels_available
+
+    return kernels_available()
 
 
 def statistics(X: torch.Tensor, weights, means, variances, precision: str = "tf32x3"):
