@@ -75,14 +75,19 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     n, su, ll = out if out is not None else _zeros(k_pad, d_pad, X.device)
-    n_tiles = triton.cdiv(N, cfg.block_n)
+    meta = launch_meta(cfg, k_pad, d_pad, precision)
+    n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     P = program_count(n_tiles, X.device, cfg.programs_per_sm)
-    _one_pass_kernel[(P,)](
-        X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P,
-        K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+    _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta)
     return n, su, ll
+
+
+def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
+    """The kernel's compile-time parameters and launch options for these padded sizes
+    (what it runs with, and what kernels.resources compiles offline)."""
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
+                STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad), num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages)
 
 
 def _zeros(k_pad, d_pad, device):

@@ -25,9 +25,8 @@ from triton.compiler import ASTSource
 
 from kernels.dispatch import launch_config
 from kernels.launch import LaunchConfig, parse_config
-from kernels.lift import SENTINEL, pow2_at_least_16
-from kernels.one_pass import _one_pass_kernel
-from kernels.two_pass import _normalizer_kernel, _statistics_kernel
+from kernels import one_pass, two_pass
+from kernels.lift import pow2_at_least_16
 
 SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
         "max_programs": 32}
@@ -35,9 +34,8 @@ PTRS32, PTRS64 = "*fp32", "*fp64"
 I32 = "i32"
 
 
-def _signatures(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
-    """kernel name -> (jit function, signature, constexprs, num_warps)."""
-    block_k = min(cfg.block_k, k_pad)
+def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
+    """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it)."""
     one = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
            "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "num_programs": I32}
     norm = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L_out": PTRS32, "ll_out": PTRS64,
@@ -45,15 +43,9 @@ def _signatures(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> di
     stats = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
              "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "n_splits": I32}
     return {
-        "one_pass": (_one_pass_kernel, one, dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
-                                                 STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad)), cfg.num_warps),
-        "two_pass.normalizer": (_normalizer_kernel, norm, dict(
-            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
-            BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad),
-            PRECISION=precision, SENTINEL_VALUE=SENTINEL), cfg.normalizer_warps or cfg.num_warps),
-        "two_pass.statistics": (_statistics_kernel, stats, dict(
-            K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
-            STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k)), cfg.num_warps),
+        "one_pass": (one_pass._one_pass_kernel, one, one_pass.launch_meta(cfg, k_pad, d_pad, precision)),
+        "two_pass.normalizer": (two_pass._normalizer_kernel, norm, two_pass.normalizer_meta(cfg, k_pad, d_pad, precision)),
+        "two_pass.statistics": (two_pass._statistics_kernel, stats, two_pass.statistics_meta(cfg, k_pad, d_pad, precision)),
     }
 
 
@@ -68,15 +60,16 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     cfg = cfg or launch_config(algorithm, K, d)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
-    for name, (fn, sig, constexprs, warps) in _signatures(k_pad, d_pad, cfg, precision).items():
+    for name, (fn, sig, meta) in _kernels(k_pad, d_pad, cfg, precision).items():
         if not name.startswith(algorithm):
             continue
+        warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
-               "num_stages": cfg.num_stages, **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+               "num_stages": meta["num_stages"], **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
         try:
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
-                                      options={"num_warps": warps, "num_stages": cfg.num_stages})
+                                      options={"num_warps": warps, "num_stages": meta["num_stages"]})
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue

@@ -100,23 +100,30 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll) -> None:
     """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
     N, d = X.shape
-    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
-    rows = cfg.normalizer_block_n or cfg.block_n
-    _normalizer_kernel[(triton.cdiv(N, rows),)](
-        X, center, W, b, L, ll, N, d, K, X.stride(0), K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=rows,
-        BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision, SENTINEL_VALUE=SENTINEL,
-        num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
+    meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
+    _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, b, L, ll, N, d, K, X.stride(0), **meta)
 
 
 def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
     """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits."""
     N, d = X.shape
-    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
-    block_k = min(cfg.block_k, k_pad)
-    n_tiles = triton.cdiv(N, cfg.block_n)
-    k_tiles = triton.cdiv(K, block_k)
+    meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
+    n_tiles = triton.cdiv(N, meta["BLOCK_N"])
+    k_tiles = triton.cdiv(K, meta["BLOCK_K"])
     n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
-    _statistics_kernel[(k_tiles, n_splits)](
-        X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, K_PAD=k_pad, D_PAD=d_pad,
-        BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision, STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
+
+
+def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
+    """Pass 1's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
+                BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision,
+                SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
+    """Pass 2's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    block_k = min(cfg.block_k, k_pad)
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
+                STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages)
