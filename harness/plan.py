@@ -57,7 +57,7 @@ def _recorded_walls(results_root: Path) -> tuple[dict, dict]:
 
 
 def plan(experiments: list[str], extra: list[str] = ()) -> list[ExperimentPlan]:
-    plans = []
+    plans, walls = [], {}  # walls: results root -> its recorded wall times, read once
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         for exp in experiments:
             p = None
@@ -65,7 +65,10 @@ def plan(experiments: list[str], extra: list[str] = ()) -> list[ExperimentPlan]:
                 cfg = compose("config", overrides=[f"experiment={exp}", *overrides, *extra])
                 if p is None:
                     p = ExperimentPlan(exp, _device_dir(cfg))
-                    by_cell, by_arm = _recorded_walls(p.device_dir.parent)
+                    root = p.device_dir.parent
+                    if root not in walls:
+                        walls[root] = _recorded_walls(root)
+                    by_cell, by_arm = walls[root]
                 key = cell_key(cfg)
                 p.cells += 1
                 if not cfg.force and (p.device_dir / cfg.experiment_name / "cells" / f"{key}.json").exists():
@@ -89,10 +92,10 @@ def describe(plans: list[ExperimentPlan]) -> str:
         total += p.seconds
         bound_cells += p.upper_bound_cells
         bound = f", {p.upper_bound_cells} of them at their timeout (upper bound)" if p.upper_bound_cells else ""
-        lines.append(f"  {p.name:13s} {p.cells:4d} cells, {p.done:4d} recorded (skipped), {len(p.todo):4d} to run: "
+        lines.append(f"  {p.name:15s} {p.cells:4d} cells, {p.done:4d} recorded (skipped), {len(p.todo):4d} to run: "
                      f"~{p.seconds / 60:.0f} min{bound}")
     bound = f", {bound_cells} cells counted at their timeout" if bound_cells else ""
-    lines.append(f"  {'total':13s} ~{total / 60:.0f} min of cells{bound}")
+    lines.append(f"  {'total':15s} ~{total / 60:.0f} min of cells{bound}")
     return "\n".join(lines)
 
 
