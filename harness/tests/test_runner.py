@@ -1,5 +1,4 @@
 """The runner: records, failure classification, timeouts, resume — with planted arms only."""
-import json
 import os
 import signal
 import subprocess
