@@ -1,0 +1,50 @@
+"""harness.kernel_profile: kernel times summed per iteration, arm options as the worker builds them."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from harness.kernel_profile import arm_options, kernel_times, profile_arm, shape_sizes
+
+CUDA, CPU = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+
+def _event(name, device_type, us):
+    return SimpleNamespace(name=name, device_type=device_type, device_time=us)
+
+
+def test_kernel_times_sums_device_kernels_per_iteration_largest_first():
+    events = [_event("pass2", CUDA, 300.0), _event("pass1", CUDA, 100.0), _event("pass2", CUDA, 500.0),
+              _event("pass1", CUDA, 120.0), _event("aten::mm", CPU, 9999.0), _event("memset", CUDA, 0.0)]
+    times = kernel_times(events, n_iter=2)
+    assert list(times) == ["pass2", "pass1"]  # host ops and zero-time records left out
+    assert times["pass2"] == pytest.approx((0.4, 1.0)) and times["pass1"] == pytest.approx((0.11, 1.0))
+
+
+def test_arm_options_match_the_workers_and_take_overrides_for_that_arm_only():
+    module, opts = arm_options("flash_gmm", ["flash_gmm.autotune=published", "turbo_gmm.algorithm=two_pass"])
+    assert module == "arms.flash_gmm"
+    assert opts["autotune"] == "published" and "algorithm" not in opts
+    assert opts["reg_covar"] == 1e-6 and opts["numerics"] == "tf32x3"
+    _, turbo = arm_options("turbo_gmm", ["turbo_gmm.algorithm=two_pass"])
+    assert turbo["algorithm"] == "two_pass"
+
+
+def test_unknown_names_and_malformed_overrides_are_named():
+    with pytest.raises(ValueError, match="unknown arm 'flashgmm'"):
+        arm_options("flashgmm", [])
+    with pytest.raises(ValueError, match="unknown shape '1M_513_32'"):
+        shape_sizes("1M_513_32")
+    with pytest.raises(ValueError, match="arm.key=value"):
+        arm_options("turbo_gmm", ["algorithm=two_pass"])
+    assert shape_sizes("4M_16_128") == (4_000_000, 16, 128)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="profiles CUDA kernels: needs a GPU")
+def test_turbo_iteration_is_three_launches_on_the_gpu():
+    """Lift, one sweep, M-step: one launch each per iteration (the 20K shapes are launch bound)."""
+    rows = profile_arm("turbo_gmm", "20K_32_32", 4, [])
+    launches = {r["kernel"].split("(")[0]: r["launches_per_iter"] for r in rows}
+    assert sum(launches.values()) == 3, launches
+    assert any("one_pass" in k for k in launches) and any("lift" in k for k in launches)
+    assert any("mstep" in k for k in launches)
