@@ -64,4 +64,9 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         return LaunchConfig(block_n=64, num_warps=4, num_stages=3)
     if d_pad >= 128:
         return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)
+    if d_pad <= 32:
+        # 1M_512_32 / 1M_4096_32 (kernels.measure, 2026-11-30 session 10): pass 1 at 256 rows x 8 warps
+        # 2.15 -> 1.32 / 16.0 -> 9.5 ms; pass 2 at 4 programs per SM 33.9 -> 29.2 ms at K = 4096
+        return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=4,
+                            normalizer_block_n=256, normalizer_warps=8)
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)
