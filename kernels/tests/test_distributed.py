@@ -41,6 +41,7 @@ def test_generated_rows_are_make_datasets_before_centering():
     assert torch.equal(parts - (parts.double().sum(0) / N).float(), X)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test: CPU only (the NCCL test covers the GPU)")
 def test_two_gloo_ranks_give_the_single_process_kernel_fit(tmp_path):
     """Kernels in the Triton interpreter on both ranks vs kernels.fit on the whole X.
     Each kernel program sums its rows in float32 before the float64 commit, so other
