@@ -61,9 +61,14 @@ class Results:
         return {(r["shape"], r["arm"]): ms_per_iter(r) for r in self.rows(name) or []
                 if r["gate"] == "valid" and ms_per_iter(r)}
 
-    def turbo_ratios(self, arm: str, shapes=None) -> dict:
-        """{shape: ms(arm) / ms(turbo_gmm)} where both are valid."""
-        ms = self.valid_ms("table1")
+    def timed_ms(self, name: str) -> dict:
+        """{(shape, arm): ms/iter} of every fit that ran to completion, the gate's verdict aside."""
+        return {(r["shape"], r["arm"]): ms_per_iter(r) for r in self.rows(name) or []
+                if r["status"] == "ok" and ms_per_iter(r)}
+
+    def turbo_ratios(self, arm: str, shapes=None, valid_only: bool = True) -> dict:
+        """{shape: ms(arm) / ms(turbo_gmm)} where both are valid (or, valid_only=False, both completed)."""
+        ms = self.valid_ms("table1") if valid_only else self.timed_ms("table1")
         return {s: ms[(s, arm)] / ms[(s, "turbo_gmm")] for (s, a) in ms
                 if a == arm and (s, "turbo_gmm") in ms and (shapes is None or s in shapes)}
 
@@ -128,9 +133,15 @@ def flash_max(res: Results):
 def flash_large_k(res: Results):
     rows = need(res.rows("table1"), "table1.csv")
     big = shapes_where(rows, lambda r: int(r["N"]) == 1_000_000 and int(r["K"]) >= 512 and int(r["d"]) == 32)
-    ratios = need(res.turbo_ratios("flash_gmm", big), "valid Flash-GMM fits at K >= 512")
+    # a speed claim: Flash-GMM's time counts although the gate rejects its fits here (the paper kept its
+    # K = 4096 fit the same way); which of its fits were rejected is said beside the ratios
+    ratios = need(res.turbo_ratios("flash_gmm", big, valid_only=False), "completed Flash-GMM fits at K >= 512")
     text = ", ".join(f"{s}: {fmt(v)}x" for s, v in sorted(ratios.items(), key=lambda kv: int(kv[0].split("_")[1])))
-    verdict = "holds" if all(v < 1 for v in ratios.values()) else "refuted" if all(v > 1 for v in ratios.values()) else "differs"
+    rejected = sorted(s for s in ratios if (s, "flash_gmm") not in res.valid_ms("table1"))
+    if rejected:
+        text += f" (Flash-GMM time of fits the gate rejected: {', '.join(rejected)})"
+    loses, wins = (all(v < 1 / PARITY for v in ratios.values()), all(v > PARITY for v in ratios.values()))
+    verdict = "holds" if loses else "refuted" if wins else "differs"
     return text, partial(verdict, len(ratios), 3)
 
 

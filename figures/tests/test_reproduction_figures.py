@@ -111,3 +111,16 @@ def test_d128_control_claim_reports_the_published_list_failure(device_dir):
     v = verdicts(device_dir)["27"]
     assert v["measured"].startswith("A1 206.0 ms; Alg. 2 141.0 ms (1.46x faster)")
     assert "Flash-GMM published list: fail (OutOfResources)" in v["measured"] and v["verdict"] == "holds"
+
+
+def test_large_k_speed_claim_times_flash_fits_the_gate_rejected(device_dir):
+    """Claim 3 is about speed: a rejected Flash-GMM fit still ran and was timed; its shape is named."""
+    import pandas as pd
+
+    path = device_dir / "table1.csv"
+    t = pd.read_csv(path)
+    t.loc[(t.arm == "flash_gmm") & (t["shape"] == "1M_1024_32"), "gate"] = "rejected (non-finite LL)"
+    t.to_csv(path, index=False)
+    v = verdicts(device_dir)["3"]
+    assert "1M_1024_32: 2x" in v["measured"] and "rejected: 1M_1024_32)" in v["measured"]
+    assert v["verdict"] == "refuted"  # 2x for Turbo-GMM at all three, where the paper has it losing
