@@ -109,9 +109,15 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     N, d = X.shape
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
-    k_tiles = triton.cdiv(K, meta["BLOCK_K"])
-    n_splits = max(1, triton.cdiv(program_count(n_tiles, X.device, cfg.programs_per_sm), k_tiles))
+    k_tiles, n_splits = statistics_grid(K, meta["BLOCK_K"], program_count(n_tiles, X.device, cfg.programs_per_sm))
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
+
+
+def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
+    """Pass 2's grid (component tiles, row splits) for about ``programs`` programs: exactly that many
+    when the tile count divides it, which keeps every wave of resident programs full."""
+    k_tiles = triton.cdiv(K, block_k)
+    return k_tiles, max(1, triton.cdiv(programs, k_tiles))
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

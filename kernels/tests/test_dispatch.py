@@ -42,3 +42,17 @@ def test_unmeasured_devices_fall_back_to_the_a100_rule():
     assert choose_algorithm(256, 16, "NVIDIA A100-SXM4-80GB") == "two_pass"
     assert choose_algorithm(256, 16, "NVIDIA H200") == "one_pass"
     assert h200_rule(256, 32) and not h200_rule(512, 16)
+
+
+def test_large_k_pass_two_fills_whole_waves_on_the_h200():
+    """At d <= 32 two CTAs of pass 2 fit per SM (264 resident on 132 SMs): its grid must be whole waves
+    at the Table 1 shapes, or a part-empty last wave costs up to one wave's time (measured: 1M_4096_32
+    pass 2 at 4 programs per SM, 2.2 waves, 29.2 ms; at 16, 8 waves, 23.5 ms)."""
+    from kernels.two_pass import statistics_grid, statistics_meta
+
+    resident = 2 * 132
+    for K in (512, 1024, 4096):
+        cfg = launch_config("two_pass", K, 32)
+        meta = statistics_meta(cfg, K, 32, "tf32x3")
+        k_tiles, n_splits = statistics_grid(K, meta["BLOCK_K"], int(cfg.programs_per_sm * 132))
+        assert (k_tiles * n_splits) % resident == 0, (K, k_tiles, n_splits)
