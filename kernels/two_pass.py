@@ -114,10 +114,11 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
 
 
 def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
-    """Pass 2's grid (component tiles, row splits) for about ``programs`` programs: exactly that many
-    when the tile count divides it, which keeps every wave of resident programs full."""
+    """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
+    per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
+    keeps a whole-waves target from spilling a few programs into an extra, nearly empty wave."""
     k_tiles = triton.cdiv(K, block_k)
-    return k_tiles, max(1, triton.cdiv(programs, k_tiles))
+    return k_tiles, max(1, programs // k_tiles)
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

@@ -56,3 +56,16 @@ def test_large_k_pass_two_fills_whole_waves_on_the_h200():
         meta = statistics_meta(cfg, K, 32, "tf32x3")
         k_tiles, n_splits = statistics_grid(K, meta["BLOCK_K"], int(cfg.programs_per_sm * 132))
         assert (k_tiles * n_splits) % resident == 0, (K, k_tiles, n_splits)
+
+
+def test_pass_two_grid_never_exceeds_its_program_target():
+    """Splits round down: k_tiles x splits stays within (target - k_tiles, target] whenever the
+    target allows one split per tile, so a whole-waves target keeps its waves whole."""
+    from kernels.two_pass import statistics_grid
+
+    target = 16 * 132
+    for K in range(64, 64 * 200, 64):
+        k_tiles, splits = statistics_grid(K, 64, target)
+        assert k_tiles == K // 64 and splits >= 1
+        if k_tiles <= target:
+            assert target - k_tiles < k_tiles * splits <= target, (K, k_tiles, splits)
