@@ -69,7 +69,8 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         # 1M_512_32, 16.0 -> 9.5 ms at 1M_4096_32. Pass 2 fits two CTAs per SM (240 registers, 115 KB shared
         # memory), 264 at once; 16 programs per SM = 2112 = 8 full waves, and the component-tile counts of
         # K = 512, 1024, 4096 (8, 16, 64) all divide it, so no wave runs part-empty: pass 2 at 1M_4096_32
-        # 33.9 ms (2 per SM, 2.2 waves) -> 29.2 (4) -> 23.5 (16); 1M_1024_32 6.22 -> 6.16; 1M_512_32 unchanged.
+        # 33.9 ms (2 per SM: 320 programs, 1.2 waves) -> 29.2 (4: 576, 2.2) -> 23.5 (16: 2112, 8);
+        # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged.
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=256, normalizer_warps=8)
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)
