@@ -1,14 +1,14 @@
 """Where an arm's EM iteration goes on the GPU: device time per kernel, from torch.profiler.
 
-    python -m harness.kernel_profile flash_gmm turbo_gmm --shape 1M_512_32 [--option turbo_gmm.cuda_graph=false]
+    python -m harness.kernel_profile flash_gmm turbo_gmm --shape 1M_512_32 [--option flash_gmm.autotune=published]
         [--n-iter 10] [--out FILE.csv]
 
 Each arm is prepared as the harness prepares it (same data, shared init, options
 from conf/arm/<arm>.yaml), its fit runs once untimed (JIT, autotuning), then once
 under the profiler; every CUDA kernel's time is summed by name and divided by the
 iteration count. This answers which pass an iteration's time goes to in each
-fused kernel (issue 7: why Algorithm 3 lost to Flash-GMM at large K); the latency
-numbers of record come from the harness.
+fused kernel (kernels/README.md, "Why Algorithm 3 lost to Flash-GMM at K >= 512");
+the latency numbers of record come from the harness.
 """
 from __future__ import annotations
 
