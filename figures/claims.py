@@ -137,7 +137,8 @@ def flash_large_k(res: Results):
     # K = 4096 fit the same way); which of its fits were rejected is said beside the ratios
     ratios = need(res.turbo_ratios("flash_gmm", big, valid_only=False), "completed Flash-GMM fits at K >= 512")
     text = ", ".join(f"{s}: {fmt(v)}x" for s, v in sorted(ratios.items(), key=lambda kv: int(kv[0].split("_")[1])))
-    rejected = sorted(s for s in ratios if (s, "flash_gmm") not in res.valid_ms("table1"))
+    valid = res.valid_ms("table1")
+    rejected = sorted(s for s in ratios if (s, "flash_gmm") not in valid)
     if rejected:
         text += f" (Flash-GMM time of fits the gate rejected: {', '.join(rejected)})"
     loses, wins = (all(v < 1 / PARITY for v in ratios.values()), all(v > PARITY for v in ratios.values()))

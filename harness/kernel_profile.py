@@ -17,7 +17,6 @@ import os
 os.environ.setdefault("SCIPY_ARRAY_API", "1")  # as in harness.worker: before any library import
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import sys  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -27,6 +26,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 import arms  # noqa: E402
 from harness.data import make_dataset, shared_init  # noqa: E402
+from harness.results import write_diagnostic_csv  # noqa: E402
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 REG_COVAR = OmegaConf.load(CONF / "config.yaml").reg_covar
@@ -112,11 +112,7 @@ def main(argv=None) -> int:
             rows += got
             torch.cuda.empty_cache()
     if a.out:
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, keys)
-            w.writeheader()
-            w.writerows(rows)
+        write_diagnostic_csv(a.out, rows)
     return 0
 
 

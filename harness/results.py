@@ -147,6 +147,16 @@ def collect(exp_dir: Path) -> Path:
     return out
 
 
+def write_diagnostic_csv(path, rows: list[dict]) -> None:
+    """Rows of a diagnostic (kernels.measure, harness.kernel_profile) whose keys vary by row
+    (an error row has fewer): the columns are every key, in first-seen order."""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
 def read_csv(path) -> list[dict]:
     """Rows of a results CSV with JSON columns decoded (for figures)."""
     with open(path, newline="") as f:

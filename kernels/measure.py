@@ -10,13 +10,13 @@ the harness (`python -m harness arm=turbo_gmm ...`).
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 
 import torch
 
 import kernels
 from harness.data import make_dataset, shared_init
+from harness.results import write_diagnostic_csv
 from kernels.dispatch import launch_config
 from kernels.launch import parse_config
 from kernels.em import Workspace, data_center, resolve_algorithm
@@ -142,11 +142,7 @@ def main(argv=None):
                 rows.append(row)
                 torch.cuda.empty_cache()
     if a.out:
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, keys)
-            w.writeheader()
-            w.writerows(rows)
+        write_diagnostic_csv(a.out, rows)
 
 
 if __name__ == "__main__":

@@ -67,3 +67,13 @@ def test_parallel_writers_lose_and_duplicate_nothing(tmp_path):
     rows = read_csv(exp.with_suffix(".csv"))
     keys = [(r["arm"], r["shape"]) for r in rows]
     assert len(keys) == 32 and len(set(keys)) == 32
+
+
+def test_diagnostic_csv_takes_every_key_in_first_seen_order(tmp_path):
+    from harness.results import read_csv, write_diagnostic_csv
+
+    path = tmp_path / "m.csv"
+    write_diagnostic_csv(path, [{"shape": "1M_32_32", "iter_ms": 0.28}, {"shape": "1M_512_32", "error": "OutOfResources"}])
+    assert path.read_text().splitlines()[0] == "shape,iter_ms,error"
+    rows = read_csv(path)
+    assert rows[1]["error"] == "OutOfResources" and rows[1]["iter_ms"] == ""
