@@ -19,7 +19,10 @@ class LaunchConfig:
     warps per SM than the statistics pass at other tile shapes (None: block_n,
     block_k, num_warps);
     programs_per_sm: persistent programs per multiprocessor (a fraction below 1 leaves
-    multiprocessors idle but commits fewer atomic partial sums); stats_by_lanes:
+    multiprocessors idle but commits fewer atomic partial sums); max_registers: a cap on
+    registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
+    ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
+    a cap fits more programs to hide latency, at the price of spills (None: no cap); stats_by_lanes:
     accumulate [s | u] transposed so its wider axis is the dot's M (None: when
     2*d_pad exceeds the component tile).
     """
@@ -29,6 +32,7 @@ class LaunchConfig:
     num_warps: int = 4
     num_stages: int = 2
     programs_per_sm: float = 2
+    max_registers: int | None = None
     stats_by_lanes: bool | None = None
     normalizer_block_n: int | None = None
     normalizer_block_k: int | None = None
@@ -36,6 +40,10 @@ class LaunchConfig:
 
     def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:
         return 2 * d_pad > k_tile if self.stats_by_lanes is None else self.stats_by_lanes
+
+    def register_cap(self) -> dict:
+        """The launch option that applies ``max_registers`` (nothing when unset)."""
+        return {} if self.max_registers is None else {"maxnreg": self.max_registers}
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,6 +10,7 @@ the harness (`python -m harness arm=turbo_gmm ...`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import torch
@@ -102,10 +103,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     flop = 8.0 * N * K * d
     return {
         "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
-        "block_n": cfg.block_n, "block_k": cfg.block_k, "num_warps": cfg.num_warps,
-        "stats_by_lanes": cfg.stats_by_lanes, "num_stages": cfg.num_stages, "programs_per_sm": cfg.programs_per_sm,
-        "normalizer_block_n": cfg.normalizer_block_n, "normalizer_block_k": cfg.normalizer_block_k,
-        "normalizer_warps": cfg.normalizer_warps,
+        **dataclasses.asdict(cfg),
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
         **{k: round(v, 4) for k, v in passes.items()},
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),

@@ -87,7 +87,7 @@ def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> di
     (what it runs with, and what kernels.resources compiles offline)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
                 STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad), num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages)
+                num_stages=cfg.num_stages, **cfg.register_cap())
 
 
 def _zeros(k_pad, d_pad, device):

@@ -66,10 +66,11 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
-               "num_stages": meta["num_stages"], **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+               "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
+               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
         try:
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
-                                      options={"num_warps": warps, "num_stages": meta["num_stages"]})
+                                      options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue

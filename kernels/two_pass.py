@@ -133,4 +133,4 @@ def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
                 STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages)
+                num_stages=cfg.num_stages, **cfg.register_cap())

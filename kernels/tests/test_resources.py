@@ -38,3 +38,18 @@ def test_report_refuses_the_interpreter(monkeypatch):
     monkeypatch.setattr(triton.knobs.runtime, "interpret", True)
     with pytest.raises(RuntimeError, match="without TRITON_INTERPRET"):
         report(32, 32, "one_pass")
+
+
+def test_register_cap_reaches_the_compiler():
+    """LaunchConfig.max_registers becomes ptxas's .maxnreg: the statistics kernel compiles to at most that
+    many registers (it takes 240-255 uncapped at this shape), so more programs fit on a multiprocessor."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-m", "kernels.resources", "--K", "32", "--d", "32", "--algorithm", "one_pass",
+                        "--config", "block_n=64,num_warps=4,num_stages=2", "--config",
+                        "block_n=64,num_warps=4,num_stages=2,max_registers=128"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    uncapped, capped = [json.loads(line) for line in p.stdout.splitlines()][1:]
+    assert uncapped["max_registers"] is None and uncapped["registers"] > 128
+    assert capped["max_registers"] == 128 and capped["registers"] <= 128
+    assert capped["programs_by_registers"] >= 4 > uncapped["programs_by_registers"]
