@@ -54,7 +54,7 @@ def classify(returncode: int, stderr: str, timed_out: bool) -> str:
     if timed_out:
         return "fail (TIMEOUT)"
     tail = stderr[-4000:]
-    if "OutOfResources" in tail:
+    if "OutOfResources" in tail or "out of resource: " in tail:  # Triton's, or a subclass refusing before compiling
         return "fail (OutOfResources)"
     if _OOM.search(tail):
         return "fail (OOM)"

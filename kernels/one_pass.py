@@ -9,9 +9,12 @@ accumulates the statistics with a second tl.dot. One atomic commit per program.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat
 from kernels.launch import LaunchConfig, program_count
@@ -74,12 +77,46 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     """
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    if X.is_cuda and torch.cuda.get_device_capability(X.device)[0] >= 9:
+        check_shared_memory(k_pad, d_pad, precision, _max_shared_memory(X.device.index or 0))
     n, su, ll = out if out is not None else _zeros(k_pad, d_pad, X.device)
     meta = launch_meta(cfg, k_pad, d_pad, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     P = program_count(n_tiles, X.device, cfg.programs_per_sm)
     _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta)
     return n, su, ll
+
+
+def shared_memory_floor(k_pad: int, d_pad: int, precision: str) -> int:
+    """Bytes of shared memory Algorithm 2 needs on a Hopper GPU whatever the tile: wgmma reads the score
+    dot's B operand, W (2*d_pad x k_pad float32), from shared memory, where it stays for the whole
+    sweep -- twice under tf32x3 (its TF32 high and low halves). ieee runs on FMA units: no such floor."""
+    return {"tf32x3": 2, "tf32": 1}.get(precision, 0) * 2 * d_pad * k_pad * 4
+
+
+def check_shared_memory(k_pad: int, d_pad: int, precision: str, limit: int) -> None:
+    """Refuse at once what the compiler would refuse only after minutes of compiling: on the H200 a
+    one-pass kernel past the limit took 147 s (K, d) = (512, 128) and 151 s (1024, 64) to fail, and
+    timed out after 900 s at (1024, 128) (results/h200/dispatch.csv)."""
+    need = shared_memory_floor(k_pad, d_pad, precision)
+    if need > limit:
+        raise StateDoesNotFit(need, limit, "shared memory")
+
+
+class StateDoesNotFit(OutOfResources):
+    """Triton's OutOfResources (so callers and the harness classify it as the compiler's refusal),
+    with the reason and the way out instead of its advice to shrink the tiles, which cannot help."""
+
+    def __str__(self) -> str:
+        return (f"out of resource: shared memory, Required: {self.required}, Hardware limit: {self.limit}: "
+                "Algorithm 2 keeps the lifted parameters W (2*d_pad x K_pad float32, twice for tf32x3) in shared "
+                "memory for the whole sweep, whatever the tile; algorithm='two_pass' runs at any K")
+
+
+@functools.lru_cache(maxsize=None)
+def _max_shared_memory(device_index: int) -> int:
+    """The per-program shared-memory limit the Triton compiler checks against (232448 B on the H200)."""
+    return triton.runtime.driver.active.utils.get_device_properties(device_index)["max_shared_mem"]
 
 
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

@@ -104,6 +104,8 @@ def test_classify_reads_the_final_error():
     assert classify(1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB", False) == "fail (OOM)"
     assert classify(-9, "", False) == "fail (ERROR: killed by SIGKILL)"
     assert classify(0, "", True) == "fail (TIMEOUT)"
+    refused = "Traceback...\nkernels.one_pass.StateDoesNotFit: out of resource: shared memory, Required: 2097152"
+    assert classify(1, refused, False) == "fail (OutOfResources)"
 
 
 def test_sweep_resumes_after_the_runner_is_killed(tmp_path):
