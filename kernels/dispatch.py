@@ -20,17 +20,17 @@ def a100_rule(k_pad: int, d_pad: int) -> bool:
 
 
 def h200_rule(k_pad: int, d_pad: int) -> bool:
-    """One pass iff K_pad <= 256 and K_pad * d_pad <= 8192.
+    """One pass iff K_pad * d_pad <= 8192 with K_pad <= 128, or K_pad * d_pad <= 4096.
 
-    Measured by ``experiment=dispatch`` (results/h200/dispatch.csv, 2026-11-30,
-    N = 1M, K 16..1024 x d 16..128, tf32x3): Algorithm 2 is faster than
-    Algorithm 3 at every (K, d) where it launches -- by 1.07x at (256, 16), 1.12x
-    at (256, 32), 1.38x at (128, 64), 2.0x at (64, 128) -- and it stops launching
-    (shared memory) exactly outside this predicate: (128, 128), (256, 64),
-    (256, 128) and every K >= 512. Unlike the A100, the (256, 16) probe does not
-    invert, so capacity, not occupancy, sets the H200 boundary.
+    Measured by ``experiment=dispatch`` (results/h200/dispatch.csv, kernels of
+    d4b8581, N = 1M, K 16..1024 x d 16..128, tf32x3): Algorithm 2 is faster
+    wherever K_pad <= 128 and it launches -- by 1.24x at (64, 32) to 2.0x at
+    (64, 128) -- and at (256, 16) by 1.13x; at (256, 32) the two tie (two passes
+    1.01x faster, 2.33 vs 2.35 ms), so the rule takes Algorithm 3 there. One pass
+    does not launch (shared memory) at (128, 128), (256, 64), (256, 128) and any
+    K >= 512. Unlike the A100's, the (256, 16) probe does not invert.
     """
-    return k_pad <= 256 and k_pad * d_pad <= 8192
+    return k_pad * d_pad <= (8192 if k_pad <= 128 else 4096)
 
 
 MEASURED_RULES = {"NVIDIA H200": h200_rule}

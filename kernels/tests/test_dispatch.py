@@ -41,7 +41,7 @@ def test_h200_rule_matches_the_committed_dispatch_measurement():
 def test_unmeasured_devices_fall_back_to_the_a100_rule():
     assert choose_algorithm(256, 16, "NVIDIA A100-SXM4-80GB") == "two_pass"
     assert choose_algorithm(256, 16, "NVIDIA H200") == "one_pass"
-    assert h200_rule(256, 32) and not h200_rule(512, 16)
+    assert h200_rule(256, 16) and h200_rule(128, 64) and not h200_rule(256, 32) and not h200_rule(512, 16)
 
 
 def test_large_k_pass_two_fills_whole_waves_on_the_h200():
