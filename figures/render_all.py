@@ -2,7 +2,7 @@
 
     python -m figures.render_all [results]      # what `make figures` runs
 
-For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memory;
+For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memory, turbo_summary.md;
 smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispatch;
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; and claims.md
 wherever one of the paper's CSVs exists. A missing CSV is reported and skipped.
@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from figures import claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_memory, table1
+from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_memory, table1,
+                     turbo_summary)
 from harness.results import read_csv
 
 PAPER_KEEP_REJECTED = {("flash_gmm", "1M_4096_32")}  # §5.1's one disclosed exception, flagged where it is drawn
@@ -28,7 +29,7 @@ def kept_rejected(csv_path: Path) -> set:
 
 RENDERERS = {
     "table1": [lambda p: table1.render([p], kept_rejected(p)), lambda p: fig1_latency.render(p, None, kept_rejected(p)),
-               fig_memory.render],
+               fig_memory.render, turbo_summary.render],
     "smoke": [lambda p: table1.render([p], set()), fig1_latency.render],
     "dispatch": [fig_dispatch.render],
     "ablation": [fig2_ablation.render],

@@ -1,0 +1,26 @@
+"""figures.turbo_summary: the runner-up ignores rejected fits, a faster valid arm is counted against
+Turbo-GMM, and the median over Flash-GMM uses only shapes where both fits are valid."""
+from figures import turbo_summary
+from figures.tests.conftest import record, write_experiment
+
+
+def test_runner_up_ratio_and_median_over_flash(tmp_path):
+    rows = [  # shape A: a rejected faster fit is no runner-up
+        record("table1", "turbo_gmm", "A", 1000, 16, 8, 1.0), record("table1", "flash_gmm", "A", 1000, 16, 8, 3.0),
+        record("table1", "pytorch", "A", 1000, 16, 8, 0.5, gate="rejected (non-finite LL)"),
+        record("table1", "sklearn", "A", 1000, 16, 8, 2.0),
+        # shape B: a valid arm beats Turbo-GMM; Flash-GMM's fit is rejected, so B leaves the median
+        record("table1", "turbo_gmm", "B", 2000, 16, 8, 1.0),
+        record("table1", "flash_gmm", "B", 2000, 16, 8, 0.8, gate="rejected (sum(pi)=1.007)"),
+        record("table1", "pytorch", "B", 2000, 16, 8, 0.9),
+        record("table1", "turbo_gmm", "C", 3000, 16, 8, 1.0), record("table1", "flash_gmm", "C", 3000, 16, 8, 4.0)]
+    csv = write_experiment(tmp_path / "dev", "table1", rows)
+    summary, totals = turbo_summary.summarize(turbo_summary.read_csv(csv))
+    by = {r["shape"]: r for r in summary}
+    assert by["A"]["runner_up"] == "scikit-learn" and abs(by["A"]["ratio"] - 2.0) < 1e-9
+    assert abs(by["A"]["flash_ratio"] - 3.0) < 1e-9
+    assert by["B"]["runner_up"] == "PyTorch" and abs(by["B"]["ratio"] - 0.9) < 1e-9
+    assert totals == {"shapes": 3, "fastest": 2, "median_over_flash": 3.5, "flash_shapes": 2}
+    md = turbo_summary.render(csv)[0].read_text()
+    assert "| B | 1.000 | PyTorch 0.900 | 0.90× | 0.800 (rejected) | 0.80× |" in md
+    assert "fastest valid fit at 2 of 3 shapes" in md and "3.50× over 2 shapes" in md

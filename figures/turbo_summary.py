@@ -1,0 +1,97 @@
+"""Turbo-GMM against the field, per shape: the question issue 7 and claim 1 ask of Table 1.
+
+    python -m figures.turbo_summary results/h200/table1.csv
+
+For every shape: Turbo-GMM's ms/iter and algorithm, the fastest *other* valid fit and
+the ratio (> 1: Turbo-GMM faster), Flash-GMM tf32x3's time (the paper's protocol;
+shown also where the gate rejected its fit) and that ratio; then at how many shapes
+Turbo-GMM is the fastest valid fit and its median over Flash-GMM where both fits are
+valid. Each row names the commits and dates of the two cells it compares. Writes
+turbo_summary.md beside the CSV.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from figures.table1 import ms_per_iter, sorted_rows
+from harness.results import read_csv
+
+FLASH = "flash_gmm"
+
+
+def summarize(rows: list[dict]) -> tuple[list[dict], dict]:
+    """(one dict per shape with a Turbo-GMM row, totals)."""
+    by_shape: dict[str, list[dict]] = {}
+    for r in sorted_rows(rows):
+        by_shape.setdefault(r["shape"], []).append(r)
+    out, over_flash = [], []
+    for shape, cells in by_shape.items():
+        turbo = next((r for r in cells if r["arm"] == "turbo_gmm"), None)
+        if turbo is None:
+            continue
+        t_ms = ms_per_iter(turbo) if turbo["gate"] == "valid" else None
+        others = [(ms_per_iter(r), r) for r in cells if r["arm"] != "turbo_gmm" and r["gate"] == "valid"]
+        best_ms, best = min(others, key=lambda x: x[0]) if others else (None, None)
+        flash = next((r for r in cells if r["arm"] == FLASH), None)
+        f_ms = ms_per_iter(flash) if flash else None
+        row = {"shape": shape, "algorithm": turbo["algorithm"], "turbo_ms": t_ms, "turbo_cell": _cell(turbo),
+               "runner_up": best["label"] if best else None, "runner_up_ms": best_ms,
+               "runner_up_cell": _cell(best) if best else None,
+               "ratio": best_ms / t_ms if t_ms and best_ms else None,
+               "flash_ms": f_ms, "flash_gate": flash["gate"] if flash else None,
+               "flash_ratio": f_ms / t_ms if t_ms and f_ms else None}
+        out.append(row)
+        if t_ms and f_ms and row["flash_gate"] == "valid":
+            over_flash.append(row["flash_ratio"])
+    totals = {"shapes": len(out), "fastest": sum(1 for r in out if r["ratio"] and r["ratio"] > 1),
+              "median_over_flash": statistics.median(over_flash) if over_flash else None,
+              "flash_shapes": len(over_flash)}
+    return out, totals
+
+
+def _cell(r: dict) -> str:
+    return f"{r['git_commit'][:7]} {r['timestamp'][:10]}" if r.get("git_commit") else "—"
+
+
+def markdown(rows: list[dict], totals: dict) -> str:
+    def ms(x):
+        return f"{x:.3f}" if x is not None else "—"
+
+    def ratio(x):
+        return f"{x:.2f}×" if x is not None else "—"
+
+    lines = ["| shape | Turbo-GMM ms/iter | fastest other valid fit | ratio | Flash-GMM (tf32x3) | ratio | "
+             "cells (commit, date): Turbo-GMM / other |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        alg = " (Alg. 3)" if r["algorithm"] == "two_pass" else ""
+        flash = ms(r["flash_ms"]) + ("" if r["flash_gate"] in (None, "valid") else " (rejected)")
+        lines.append(f"| {r['shape']}{alg} | {ms(r['turbo_ms'])} | {r['runner_up'] or '—'} {ms(r['runner_up_ms'])} | "
+                     f"{ratio(r['ratio'])} | {flash} | {ratio(r['flash_ratio'])} | {r['turbo_cell']} / "
+                     f"{r['runner_up_cell'] or '—'} |")
+    med = totals["median_over_flash"]
+    lines += ["", f"Turbo-GMM is the fastest valid fit at {totals['fastest']} of {totals['shapes']} shapes. "
+              f"Median over Flash-GMM (tf32x3) where both fits are valid: "
+              f"{ratio(med)} over {totals['flash_shapes']} shapes."]
+    return "\n".join(lines) + "\n"
+
+
+def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
+    rows, totals = summarize(read_csv(csv_path))
+    out = (out_dir or csv_path.parent) / "turbo_summary.md"
+    out.write_text(markdown(rows, totals))
+    return [out]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=Path)
+    a = ap.parse_args(argv)
+    for p in render(a.csv):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()
