@@ -94,12 +94,18 @@ def check_parameters(X, weights, means, variances) -> None:
     K = means.shape[0]
     if tuple(weights.shape) != (K,) or tuple(variances.shape) != (K, d):
         raise ValueError(f"weights must be ({K},) and variances ({K}, {d}); got {tuple(weights.shape)}, {tuple(variances.shape)}")
-    for name, t in (("weights", weights), ("means", means), ("variances", variances)):
+    named = (("weights", weights), ("means", means), ("variances", variances))
+    for name, t in named:
         if t.device != X.device:
             raise ValueError(f"{name} is on {t.device} but X is on {X.device}")
-        if not bool(torch.isfinite(t).all()):
+    # one host sync for all five checks: fit() runs them every call, and at small N each sync costs
+    # about what an EM iteration does
+    finite_w, finite_m, finite_v, positive = torch.stack(
+        [torch.isfinite(t).all() for _, t in named] + [(weights > 0).all() & (variances > 0).all()]).tolist()
+    for (name, _), ok in zip(named, (finite_w, finite_m, finite_v)):
+        if not ok:
             raise ValueError(f"{name} has non-finite entries")
-    if not bool((weights > 0).all()) or not bool((variances > 0).all()):
+    if not positive:
         raise ValueError("weights and variances must be > 0")
 
 

@@ -123,6 +123,10 @@ def test_bad_inputs_are_named():
         kernels.fit(X, (w, m[:, :3], v), 1)
     with pytest.raises(ValueError, match="> 0"):
         kernels.fit(X, (w, m, -v), 1)
+    with pytest.raises(ValueError, match="means has non-finite"):
+        kernels.fit(X, (w, m * float("nan"), v), 1)
+    with pytest.raises(ValueError, match="variances has non-finite"):
+        kernels.fit(X, (w, m, v * float("inf")), 1)
     with pytest.raises(ValueError, match="algorithm"):
         kernels.fit(X, args, 1, algorithm="three_pass")
     with pytest.raises(ValueError, match="precision"):
