@@ -60,7 +60,7 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
         if d_pad == 32 and k_pad >= 64:
-            # results/h200/kernel_measure/tune_session12_*.csv: the tiles below need 122 KB (32 rows x 2 stages at
+            # results/h200/kernel_measure/tune_session11_*.csv: the tiles below need 122 KB (32 rows x 2 stages at
             # K_pad 128) and 131 KB (64 rows x 3 stages at K_pad 64) of shared memory, so one program fits per SM;
             # one stage of 32 rows fits two: 1M_128_32 1.09 -> 0.82 ms, 4M_64_32 2.13 -> 2.05 ms per iteration.
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
