@@ -15,18 +15,19 @@ import argparse
 import statistics
 from pathlib import Path
 
+from figures.claims import Results
 from figures.table1 import ms_per_iter, sorted_rows
-from harness.results import read_csv
 
 FLASH = "flash_gmm"
 
 
-def summarize(rows: list[dict]) -> tuple[list[dict], dict]:
-    """(one dict per shape with a Turbo-GMM row, totals)."""
+def summarize(folder: Path) -> tuple[list[dict], dict]:
+    """(one dict per shape with a Turbo-GMM row, totals) from ``folder``/table1.csv."""
+    res = Results(folder)
     by_shape: dict[str, list[dict]] = {}
-    for r in sorted_rows(rows):
+    for r in sorted_rows(res.rows("table1") or []):
         by_shape.setdefault(r["shape"], []).append(r)
-    out, over_flash = [], []
+    out = []
     for shape, cells in by_shape.items():
         turbo = next((r for r in cells if r["arm"] == "turbo_gmm"), None)
         if turbo is None:
@@ -36,17 +37,15 @@ def summarize(rows: list[dict]) -> tuple[list[dict], dict]:
         best_ms, best = min(others, key=lambda x: x[0]) if others else (None, None)
         flash = next((r for r in cells if r["arm"] == FLASH), None)
         f_ms = ms_per_iter(flash) if flash else None
-        row = {"shape": shape, "algorithm": turbo["algorithm"], "turbo_ms": t_ms, "turbo_cell": _cell(turbo),
-               "runner_up": best["label"] if best else None, "runner_up_ms": best_ms,
-               "runner_up_cell": _cell(best) if best else None,
-               "ratio": best_ms / t_ms if t_ms and best_ms else None,
-               "flash_ms": f_ms, "flash_gate": flash["gate"] if flash else None,
-               "flash_ratio": f_ms / t_ms if t_ms and f_ms else None}
-        out.append(row)
-        if t_ms and f_ms and row["flash_gate"] == "valid":
-            over_flash.append(row["flash_ratio"])
+        out.append({"shape": shape, "algorithm": turbo["algorithm"], "turbo_ms": t_ms, "turbo_cell": _cell(turbo),
+                    "runner_up": best["label"] if best else None, "runner_up_ms": best_ms,
+                    "runner_up_cell": _cell(best) if best else None,
+                    "ratio": best_ms / t_ms if t_ms and best_ms else None,
+                    "flash_ms": f_ms, "flash_gate": flash["gate"] if flash else None,
+                    "flash_ratio": f_ms / t_ms if t_ms and f_ms else None})
+    over_flash = res.turbo_ratios(FLASH)  # claim 1's ratios: both fits valid
     totals = {"shapes": len(out), "fastest": sum(1 for r in out if r["ratio"] and r["ratio"] > 1),
-              "median_over_flash": statistics.median(over_flash) if over_flash else None,
+              "median_over_flash": statistics.median(over_flash.values()) if over_flash else None,
               "flash_shapes": len(over_flash)}
     return out, totals
 
@@ -79,7 +78,8 @@ def markdown(rows: list[dict], totals: dict) -> str:
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
-    rows, totals = summarize(read_csv(csv_path))
+    """turbo_summary.md from a results folder's table1.csv (``csv_path``)."""
+    rows, totals = summarize(csv_path.parent)
     out = (out_dir or csv_path.parent) / "turbo_summary.md"
     out.write_text(markdown(rows, totals))
     return [out]
