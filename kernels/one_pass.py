@@ -77,8 +77,8 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     """
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
-    if X.is_cuda and torch.cuda.get_device_capability(X.device)[0] >= 9:
-        check_shared_memory(k_pad, d_pad, precision, _max_shared_memory(X.device.index or 0))
+    if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:
+        check_shared_memory(k_pad, d_pad, precision, limit)
     n, su, ll = out if out is not None else _zeros(k_pad, d_pad, X.device)
     meta = launch_meta(cfg, k_pad, d_pad, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
@@ -114,8 +114,11 @@ class StateDoesNotFit(OutOfResources):
 
 
 @functools.lru_cache(maxsize=None)
-def _max_shared_memory(device_index: int) -> int:
-    """The per-program shared-memory limit the Triton compiler checks against (232448 B on the H200)."""
+def _wgmma_shared_memory_limit(device_index: int) -> int | None:
+    """The per-program shared-memory limit the Triton compiler checks against (232448 B on the H200),
+    on GPUs whose dots are wgmma (sm_90+); None elsewhere. Once per device: the launch path calls it."""
+    if torch.cuda.get_device_capability(device_index)[0] < 9:
+        return None
     return triton.runtime.driver.active.utils.get_device_properties(device_index)["max_shared_mem"]
 
 
