@@ -12,14 +12,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def report_rows(*args: str) -> list[dict]:
+    """The JSON rows of ``python -m kernels.resources ARGS``, run without the interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-m", "kernels.resources", *args], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
 @pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
 def test_sm90_compile_report_and_relaxed_commits(algorithm):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, "-m", "kernels.resources", "--K", "32", "--d", "32", "--algorithm", algorithm,
-                        "--config", "block_n=64,block_k=32,num_warps=4,num_stages=2"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    rows = report_rows("--K", "32", "--d", "32", "--algorithm", algorithm,
+                       "--config", "block_n=64,block_k=32,num_warps=4,num_stages=2")
     configured = rows[len(rows) // 2:]  # the default launch config's rows come first, then --config's
     assert [r["kernel"].split(".")[0] for r in configured] == [algorithm] * (1 if algorithm == "one_pass" else 2)
     for r in rows:
@@ -43,13 +48,9 @@ def test_report_refuses_the_interpreter(monkeypatch):
 def test_register_cap_reaches_the_compiler():
     """LaunchConfig.max_registers becomes ptxas's .maxnreg: the statistics kernel compiles to at most that
     many registers (it takes 240-255 uncapped at this shape), so more programs fit on a multiprocessor."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    p = subprocess.run([sys.executable, "-m", "kernels.resources", "--K", "32", "--d", "32", "--algorithm", "one_pass",
-                        "--config", "block_n=64,num_warps=4,num_stages=2", "--config",
-                        "block_n=64,num_warps=4,num_stages=2,max_registers=128"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-2000:]
-    uncapped, capped = [json.loads(line) for line in p.stdout.splitlines()][1:]
+    uncapped, capped = report_rows("--K", "32", "--d", "32", "--algorithm", "one_pass",
+                                   "--config", "block_n=64,num_warps=4,num_stages=2",
+                                   "--config", "block_n=64,num_warps=4,num_stages=2,max_registers=128")[1:]
     assert uncapped["max_registers"] is None and uncapped["registers"] > 128
     assert capped["max_registers"] == 128 and capped["registers"] <= 128
     assert capped["programs_by_registers"] >= 4 > uncapped["programs_by_registers"]
