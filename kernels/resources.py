@@ -38,7 +38,7 @@ def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it)."""
     one = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
            "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "num_programs": I32}
-    norm = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L_out": PTRS32, "ll_out": PTRS64,
+    norm = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "WT_split": PTRS32, "b": PTRS32, "L_out": PTRS32, "ll_out": PTRS64,
             "N": I32, "d": I32, "K": I32, "stride_x": I32}
     stats = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
              "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "n_splits": I32}
