@@ -39,7 +39,7 @@ class LaunchConfig:
     normalizer_warps: int | None = None
 
     def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:
-        return 2 * d_pad > k_tile if self.stats_by_lanes is None else self.stats_by_lanes
+        return True if self.stats_by_lanes is None else self.stats_by_lanes
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""
