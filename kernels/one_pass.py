@@ -5,7 +5,8 @@ A persistent launch: each program keeps the whole padded component axis on chip
 row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, gets
 the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
 the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
-accumulates the statistics with a second tl.dot. One atomic commit per program.
+accumulates the statistics with a second product. One atomic commit per program.
+Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from kernels import interpreter_compat
+from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
 from kernels.lift import lifted_rows
 
@@ -34,7 +35,7 @@ def _one_pass_kernel(
     pid = tl.program_id(0)
     lanes = tl.arange(0, 2 * D_PAD)  # lifted feature lanes: [x | x*x]
     kk = tl.arange(0, K_PAD)
-    w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+    w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([K_PAD], dtype=tl.float32)
     if STATS_BY_LANES:  # accumulate [s | u]^T: the wider axis becomes the dot's M (tensor-core friendly)
@@ -44,16 +45,18 @@ def _one_pass_kernel(
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         xt, row_ok = lifted_rows(X, center, tile * BLOCK_N + tl.arange(0, BLOCK_N), N, d, stride_x, D_PAD)
-        s = tl.dot(xt, w, input_precision=PRECISION) + bias[None, :]
+        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32), PRECISION) + bias[None, :]
         m = tl.max(s, 1)
         p = tl.exp(s - m[:, None])
         lam = tl.sum(p, 1)
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
         n_acc += tl.sum(g, 0)
+        g_hi, g_lo = tf32x3.split(g, PRECISION)
         if STATS_BY_LANES:
-            su_acc += tl.dot(tl.trans(xt), g, input_precision=PRECISION)
+            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
         else:
-            su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+            su_acc = tf32x3.dot(tl.trans(g_hi), tl.trans(g_lo), x_hi, x_lo, su_acc, PRECISION)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
     # relaxed: the sums need no ordering (kernel completion publishes them). Triton's default, acq_rel,
     # compiles each atomic to MEMBAR.GPU + returning ATOMG + an L1 invalidate (CCTL.IVALL); relaxed

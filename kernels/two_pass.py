@@ -7,12 +7,13 @@ one component tile's lifted parameters and accumulators on chip, recomputes the
 score of every row tile of its split, forms Gamma = exp(S - L) and commits its
 tile's statistics with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
 
-Under tf32x3 pass 1 takes W already split into TF32 high and low halves and
-transposed (lanes contiguous, :func:`tf32_split_transposed`) and issues the three
-TF32 products itself: wgmma then reads each component tile straight from the
-copy the pipeliner makes into shared memory. Through ``tl.dot(..., "tf32x3")``
-every tile went through registers to be split and was stored back transposed, with
-8-way bank conflicts (ncu, session 12): 9.5 -> 6.9 ms at 1M_4096_32, L bit-identical.
+Under tf32x3 both passes split each operand once into TF32 halves (kernels.tf32x3):
+the row tile once for both dots, W once per pass-2 program; pass 1 streams W^T
+already split and transposed (lanes contiguous), so wgmma reads each component
+tile straight from the copy the pipeliner makes into shared memory. Through
+``tl.dot(..., "tf32x3")`` every W tile went through registers to be split and was
+stored back transposed with 8-way bank conflicts (ncu, session 12): pass 1 9.5 ->
+6.9 ms at 1M_4096_32, L bit-identical.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat
+from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
 from kernels.lift import SENTINEL, lifted_rows
 
@@ -28,36 +29,27 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 
 
 @triton.jit
-def _tf32_high(x):
-    """x rounded to TF32 (10 mantissa bits, ties away from zero): cvt.rna.tf32.f32 in integer
-    arithmetic, so the interpreter runs it too; x - _tf32_high(x) is exact."""
-    return ((x.to(tl.int32, bitcast=True) + 0x1000) & -8192).to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def _normalizer_kernel(
-    X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 high and low halves
+    X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
     N, d, K, stride_x,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-    x_hi = _tf32_high(xt)
-    x_lo = xt - x_hi
+    x_hi, x_lo = tf32x3.split(xt, PRECISION)
     lanes = tl.arange(0, 2 * D_PAD)
     m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
-        if PRECISION == "tf32x3":  # the three products of tl.dot's tf32x3, in its order, on pre-split W
+        if PRECISION == "tf32x3":
             w_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
             w_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
-            s = tl.dot(x_lo, w_hi, input_precision="tf32")
-            s = tl.dot(x_hi, w_lo, s, input_precision="tf32")
-            s = tl.dot(x_hi, w_hi, s, input_precision="tf32")
         else:
-            s = tl.dot(xt, tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), input_precision=PRECISION)
+            w_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+            w_lo = w_hi
+        s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
         s += tl.load(b + kk)[None, :]
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
@@ -77,7 +69,7 @@ def _statistics_kernel(
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
     lanes = tl.arange(0, 2 * D_PAD)
-    w = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+    w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
     if STATS_BY_LANES:  # as in the one-pass kernel: the wider axis is the dot's M
@@ -87,14 +79,16 @@ def _statistics_kernel(
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xt, PRECISION)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
-        s = tl.dot(xt, w, input_precision=PRECISION) + bias[None, :]
-        g = tl.where(row_ok[:, None], tl.exp(s - Lr[:, None]), 0.0)
+        s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+        g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         n_acc += tl.sum(g, 0)
+        g_hi, g_lo = tf32x3.split(g, PRECISION)
         if STATS_BY_LANES:
-            su_acc += tl.dot(tl.trans(xt), g, input_precision=PRECISION)
+            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
         else:
-            su_acc += tl.dot(tl.trans(g), xt, input_precision=PRECISION)
+            su_acc = tf32x3.dot(tl.trans(g_hi), tl.trans(g_lo), x_hi, x_lo, su_acc, PRECISION)
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see one_pass.py
     if STATS_BY_LANES:
         tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
@@ -120,19 +114,11 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     return n, su, ll
 
 
-def tf32_split_transposed(W: torch.Tensor) -> torch.Tensor:
-    """(2, k_pad, 2*d_pad) float32: W^T rounded to TF32 (ties away from zero, as cvt.rna) and
-    the exact remainder W^T - high, lanes contiguous: pass 1's pre-split B operands."""
-    Wt = W.t().contiguous()
-    high = ((Wt.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
-    return torch.stack((high, Wt - high))
-
-
 def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll) -> None:
     """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
     N, d = X.shape
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
-    WT_split = tf32_split_transposed(W) if precision == "tf32x3" else W  # ieee: W itself, WT_split unused
+    WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee: W itself, WT_split unused
     _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, WT_split, b, L, ll, N, d, K, X.stride(0),
                                                            **meta)
 

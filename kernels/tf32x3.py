@@ -1,0 +1,54 @@
+"""tf32x3 by hand: fp32-accurate products from three TF32 tensor-core products.
+
+``tl.dot(a, b, input_precision="tf32x3")`` splits both operands into TF32 high
+and low halves inside every call, scrubs NaN between the products and returns a
+fresh tile that the caller then adds to its accumulator. The kernels here split
+each operand once, where it is formed (the row tile once for both dots; W once
+per program, or before the launch when its tiles are streamed), and accumulate in
+the products' own accumulator. Same three products, in the order of tl.dot's
+(lo*hi, hi*lo, hi*hi). X and the parameters are finite (validated in kernels.em),
+so the NaN scrub has nothing to do.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tf32_high(x):
+    """x rounded to TF32 (10 mantissa bits, ties away from zero): cvt.rna.tf32.f32 in integer
+    arithmetic, so the interpreter runs it too; x - tf32_high(x) is exact."""
+    return ((x.to(tl.int32, bitcast=True) + 0x1000) & -8192).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def split(x, PRECISION: tl.constexpr):
+    """An operand as (high, low): x's TF32 halves under tf32x3 (high + low == x exactly);
+    (x, x) under any other precision, where :func:`dot` reads only the first."""
+    if PRECISION == "tf32x3":
+        high = tf32_high(x)
+        return high, x - high
+    else:
+        return x, x
+
+
+@triton.jit
+def dot(a_hi, a_lo, b_hi, b_lo, acc, PRECISION: tl.constexpr):
+    """acc + a @ b from operands made by :func:`split`: three TF32 products accumulated in acc
+    under tf32x3, one tl.dot at ``PRECISION`` otherwise."""
+    if PRECISION == "tf32x3":
+        acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
+        acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
+        return tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+    else:
+        return tl.dot(a_hi, b_hi, acc, input_precision=PRECISION)
+
+
+def split_transposed(W: torch.Tensor) -> torch.Tensor:
+    """(2, cols, rows) float32: W^T's TF32 high half and the exact remainder, rows contiguous
+    (host side of :func:`split`, for operands whose tiles a kernel streams from memory)."""
+    Wt = W.t().contiguous()
+    high = ((Wt.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
+    return torch.stack((high, Wt - high))
