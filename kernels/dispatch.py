@@ -75,10 +75,7 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         # memory), 264 at once; 16 programs per SM = 2112 = 8 full waves, and the component-tile counts of
         # K = 512, 1024, 4096 (8, 16, 64) all divide it, so no wave runs part-empty: pass 2 at 1M_4096_32
         # 33.9 ms (2 per SM: 320 programs, 1.2 waves) -> 29.2 (4: 576, 2.2) -> 23.5 (16: 2112, 8);
-        # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged. Pass 2 accumulates [s | u]^T
-        # (stats_by_lanes): the other way its wgmma B operand, the lifted row tile, was stored transposed
-        # from registers with 8-way bank conflicts, 50% of the shared-memory wavefronts (ncu, session 12);
-        # 23.4 -> 18.4 ms at 1M_4096_32, 6.11 -> 4.80 at 1M_1024_32 (kernel_measure/p2_lanes_session12.csv).
+        # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged.
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,
-                            stats_by_lanes=True, normalizer_block_n=256, normalizer_warps=8)
+                            normalizer_block_n=256, normalizer_warps=8)
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)

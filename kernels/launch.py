@@ -22,9 +22,7 @@ class LaunchConfig:
     multiprocessors idle but commits fewer atomic partial sums); max_registers: a cap on
     registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
     ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
-    a cap fits more programs to hide latency, at the price of spills (None: no cap); stats_by_lanes:
-    accumulate [s | u] transposed so its wider axis is the dot's M (None: when
-    2*d_pad exceeds the component tile).
+    a cap fits more programs to hide latency, at the price of spills (None: no cap).
     """
 
     block_n: int = 64
@@ -33,13 +31,9 @@ class LaunchConfig:
     num_stages: int = 2
     programs_per_sm: float = 2
     max_registers: int | None = None
-    stats_by_lanes: bool | None = None
     normalizer_block_n: int | None = None
     normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
-
-    def transpose_statistics(self, d_pad: int, k_tile: int) -> bool:
-        return True if self.stats_by_lanes is None else self.stats_by_lanes
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""
@@ -59,20 +53,15 @@ def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
 
 
 def parse_config(text: str | None) -> LaunchConfig | None:
-    """A launch config from 'field=value,...' (LaunchConfig's fields, e.g.
-    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8')
-    or the short form 'block_n:block_k:num_warps:num_stages[:T|F|-[:programs_per_sm]]'."""
+    """A launch config from 'field=value,...' of LaunchConfig's fields, e.g.
+    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""
     if not text:
         return None
-    if "=" in text:
-        types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
-        kw = {}
-        for item in text.split(","):
-            key, value = item.split("=")
-            kw[key] = (value == "T") if "bool" in str(types[key]) else (float(value) if "float" in str(types[key]) else int(value))
-        return LaunchConfig(**kw)
-    f = text.split(":")
-    lanes = None if len(f) < 5 or f[4] == "-" else f[4] == "T"
-    per_sm = float(f[5]) if len(f) > 5 else LaunchConfig.programs_per_sm
-    return LaunchConfig(block_n=int(f[0]), block_k=int(f[1]), num_warps=int(f[2]), num_stages=int(f[3]),
-                        stats_by_lanes=lanes, programs_per_sm=per_sm)
+    types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
+    kw = {}
+    for item in text.split(","):
+        key, value = item.split("=")
+        if key not in types:
+            raise ValueError(f"unknown launch-config field {key!r}; fields: {', '.join(types)}")
+        kw[key] = float(value) if "float" in str(types[key]) else int(value)
+    return LaunchConfig(**kw)

@@ -30,7 +30,6 @@ def _one_pass_kernel(
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
-    STATS_BY_LANES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     lanes = tl.arange(0, 2 * D_PAD)  # lifted feature lanes: [x | x*x]
@@ -38,10 +37,10 @@ def _one_pass_kernel(
     w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([K_PAD], dtype=tl.float32)
-    if STATS_BY_LANES:  # accumulate [s | u]^T: the wider axis becomes the dot's M (tensor-core friendly)
-        su_acc = tl.zeros([2 * D_PAD, K_PAD], dtype=tl.float32)
-    else:
-        su_acc = tl.zeros([K_PAD, 2 * D_PAD], dtype=tl.float32)
+    # [s | u]^T = lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout to
+    # shared memory without bank conflicts; [s | u] = Gamma^T @ lifted stored the lifted tile transposed
+    # with 8-way conflicts, half of all shared-memory wavefronts (ncu, session 12; 1.1-1.3x slower).
+    su_acc = tl.zeros([2 * D_PAD, K_PAD], dtype=tl.float32)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         xt, row_ok = lifted_rows(X, center, tile * BLOCK_N + tl.arange(0, BLOCK_N), N, d, stride_x, D_PAD)
@@ -53,19 +52,13 @@ def _one_pass_kernel(
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
         n_acc += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        if STATS_BY_LANES:
-            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
-        else:
-            su_acc = tf32x3.dot(tl.trans(g_hi), tl.trans(g_lo), x_hi, x_lo, su_acc, PRECISION)
+        su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
     # relaxed: the sums need no ordering (kernel completion publishes them). Triton's default, acq_rel,
     # compiles each atomic to MEMBAR.GPU + returning ATOMG + an L1 invalidate (CCTL.IVALL); relaxed
     # with the result unused is a fire-and-forget REDG (sm_90 SASS, compiled offline).
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")
-    if STATS_BY_LANES:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
-    else:
-        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64), sem="relaxed")
+    tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0), sem="relaxed")
 
 
@@ -128,8 +121,7 @@ def _wgmma_shared_memory_limit(device_index: int) -> int | None:
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """The kernel's compile-time parameters and launch options for these padded sizes
     (what it runs with, and what kernels.resources compiles offline)."""
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision,
-                STATS_BY_LANES=cfg.transpose_statistics(d_pad, k_pad), num_warps=cfg.num_warps,
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, num_warps=cfg.num_warps,
                 num_stages=cfg.num_stages, **cfg.register_cap())
 
 

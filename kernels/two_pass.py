@@ -64,7 +64,7 @@ def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, n_tiles, n_splits,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr, STATS_BY_LANES: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
@@ -72,10 +72,7 @@ def _statistics_kernel(
     w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
-    if STATS_BY_LANES:  # as in the one-pass kernel: the wider axis is the dot's M
-        su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
-    else:
-        su_acc = tl.zeros([BLOCK_K, 2 * D_PAD], dtype=tl.float32)
+    su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)  # [s | u]^T, as in the one-pass kernel
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
@@ -85,15 +82,9 @@ def _statistics_kernel(
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         n_acc += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        if STATS_BY_LANES:
-            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
-        else:
-            su_acc = tf32x3.dot(tl.trans(g_hi), tl.trans(g_lo), x_hi, x_lo, su_acc, PRECISION)
+        su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see one_pass.py
-    if STATS_BY_LANES:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
-    else:
-        tl.atomic_add(su_out + kk[:, None] * (2 * D_PAD) + lanes[None, :], su_acc.to(tl.float64), sem="relaxed")
+    tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
@@ -151,5 +142,4 @@ def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -
     """Pass 2's compile-time parameters and launch options (also what kernels.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
-                STATS_BY_LANES=cfg.transpose_statistics(d_pad, block_k), num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages, **cfg.register_cap())
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
