@@ -122,8 +122,7 @@ def main(argv=None):
     p.add_argument("--precision", default="tf32x3")
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--config", action="append", default=[None],
-                   help="extra launch configs to time (repeatable): field=value,... of LaunchConfig or "
-                        "block_n:block_k:warps:stages[:T|F|-[:programs_per_sm]]")
+                   help="extra launch configs to time (repeatable): field=value,... of LaunchConfig")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     seen: set = set()

@@ -1,3 +1,4 @@
+import pytest
 import pandas as pd
 from pathlib import Path
 
@@ -69,3 +70,16 @@ def test_pass_two_grid_never_exceeds_its_program_target():
         assert k_tiles == K // 64 and splits >= 1
         if k_tiles <= target:
             assert target - k_tiles < k_tiles * splits <= target, (K, k_tiles, splits)
+
+
+def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
+    """kernels.measure --config: every field by name, typed as LaunchConfig declares it; a name that is not a
+    field (e.g. stats_by_lanes, removed with its second orientation) is refused with the list of fields."""
+    from kernels.launch import LaunchConfig, parse_config
+
+    cfg = parse_config("block_n=32,num_stages=1,programs_per_sm=0.5,normalizer_block_n=256,max_registers=168")
+    assert cfg == LaunchConfig(block_n=32, num_stages=1, programs_per_sm=0.5, normalizer_block_n=256, max_registers=168)
+    assert isinstance(cfg.block_n, int) and isinstance(cfg.programs_per_sm, float)
+    assert parse_config(None) is None and parse_config("") is None
+    with pytest.raises(ValueError, match="stats_by_lanes.*fields: block_n"):
+        parse_config("block_n=32,stats_by_lanes=1")
