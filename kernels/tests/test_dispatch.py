@@ -1,6 +1,7 @@
-import pytest
-import pandas as pd
 from pathlib import Path
+
+import pandas as pd
+import pytest
 
 from kernels.dispatch import a100_rule, choose_algorithm, h200_rule, launch_config
 from kernels.lift import pow2_at_least_16
