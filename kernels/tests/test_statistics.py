@@ -70,25 +70,6 @@ def test_two_passes_agree_with_one_pass():
     assert_statistics_close(b[:3], a[:3], X.cpu().numpy(), 1e-6)
 
 
-def test_pass_one_operand_split_is_tf32_round_to_nearest_away_and_exact():
-    """Pass 1's pre-split W: the high half is W rounded to TF32 (11 significant bits, 10 below the
-    smallest normal exponent as float32's subnormals), ties away from zero as cvt.rna.tf32.f32,
-    computed here from frexp; high + low == W exactly."""
-    from kernels.tf32x3 import split_transposed
-
-    rng = np.random.default_rng(0)
-    W = (rng.standard_normal((64, 48)) * 10.0 ** rng.integers(-30, 30, (64, 48))).astype(np.float32)
-    ties = np.array([0x3F801000, 0xBF801000, 0x3F803000, 0x3FFFF000, 0x00001000, 0], dtype=np.uint32).view(np.float32)
-    W[0, : ties.size] = ties  # exact halfway cases both signs, a carry into the exponent, a subnormal, zero
-    high, low = split_transposed(torch.from_numpy(W)).numpy()
-    x = W.T.astype(np.float64)
-    quantum = np.ldexp(1.0, np.maximum(np.frexp(x)[1], -125) - 11)
-    want = np.sign(x) * np.floor(np.abs(x) / quantum + 0.5) * quantum
-    np.testing.assert_array_equal(high, want)
-    np.testing.assert_array_equal(high.astype(np.float64) + low, W.T.astype(np.float64))
-    assert high.flags.c_contiguous and high.shape == (48, 64)
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: X of 2**31+ elements (8.6 GB)")
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
