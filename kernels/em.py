@@ -155,7 +155,8 @@ class Workspace:
 class _GraphedLoop:
     """n_iter EM iterations captured once as a CUDA graph and replayed per fit.
 
-    An iteration is three launches (lift, sweep, M-step; four for Algorithm 3),
+    An iteration is three launches (lift, sweep, M-step; four for Algorithm 3, plus
+    under tf32x3 the few torch ops of pass 1's transposed TF32 split of W),
     but at small N even those cost more to launch than to run; replaying a graph
     pays the launch overhead once. Parameters, center and outputs live in static
     buffers that every fit() copies into.
