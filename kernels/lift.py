@@ -54,3 +54,16 @@ def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     x = tl.where(col_ok[None, :], x - c[None, :], 0.0)
     return tl.where(lanes[None, :] < D_PAD, x, x * x), row_ok
+
+
+@triton.jit
+def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
+    """Row tile of x - c alone (zero in padded columns) and the mask of rows that exist: for a
+    kernel that contracts the lift's two halves separately and squares x - c where it needs it."""
+    cols = tl.arange(0, D_PAD)
+    col_ok = cols < d
+    row_ok = rows < N
+    c = tl.load(center + cols)
+    offsets = rows.to(tl.int64)[:, None] * stride_x + cols[None, :]  # int64: N*d may pass 2**31 elements
+    x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    return tl.where(col_ok[None, :], x - c[None, :], 0.0), row_ok

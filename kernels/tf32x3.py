@@ -35,6 +35,15 @@ def split(x, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def join(high, low, PRECISION: tl.constexpr):
+    """The operand :func:`split` made (high, low) from, exactly."""
+    if PRECISION == "tf32x3":
+        return high + low
+    else:
+        return high
+
+
+@triton.jit
 def dot(a_hi, a_lo, b_hi, b_lo, acc, PRECISION: tl.constexpr):
     """acc + a @ b from operands made by :func:`split`: three TF32 products accumulated in acc
     under tf32x3, one tl.dot at ``PRECISION`` otherwise."""

@@ -38,22 +38,24 @@ def test_host_split_is_tf32_round_to_nearest_away_and_exact():
 
 
 @triton.jit
-def _split_kernel(x_ptr, hi_ptr, lo_ptr, R: tl.constexpr, C: tl.constexpr, PRECISION: tl.constexpr):
+def _split_kernel(x_ptr, hi_ptr, lo_ptr, joined_ptr, R: tl.constexpr, C: tl.constexpr, PRECISION: tl.constexpr):
     offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
     hi, lo = tf32x3.split(tl.load(x_ptr + offs), PRECISION)
     tl.store(hi_ptr + offs, hi)
     tl.store(lo_ptr + offs, lo)
+    tl.store(joined_ptr + offs, tf32x3.join(hi, lo, PRECISION))
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_kernel_split_matches_the_host_split(precision):
     """In a kernel: tf32x3 splits as the host does, bit for bit, and high + low == x exactly; other
-    precisions leave the operand whole (high is x)."""
+    precisions leave the operand whole (high is x); join gives x back either way."""
     W = awkward_values((16, 32), seed=1)
     x = torch.from_numpy(W).to(DEVICE)
-    hi, lo = torch.empty_like(x), torch.empty_like(x)
-    _split_kernel[(1,)](x, hi, lo, R=16, C=32, PRECISION=precision)
+    hi, lo, joined = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    _split_kernel[(1,)](x, hi, lo, joined, R=16, C=32, PRECISION=precision)
     hi, lo = hi.cpu().numpy(), lo.cpu().numpy()
+    np.testing.assert_array_equal(joined.cpu().numpy(), W)
     if precision == "tf32x3":
         np.testing.assert_array_equal(hi, tf32x3.split_transposed(torch.from_numpy(W.T.copy())).numpy()[0])
         np.testing.assert_array_equal(hi.astype(np.float64) + lo, W.astype(np.float64))
