@@ -15,12 +15,17 @@ import torch
 import triton
 import triton.language as tl
 
+# cvt.rna.tf32.f32 in integer arithmetic, for the kernels and the host alike: add half a unit of TF32's last
+# mantissa bit, then clear the 13 bits below it (ties away from zero; a carry rounds into the exponent)
+TF32_HALF_UNIT = tl.constexpr(0x1000)
+TF32_MASK = tl.constexpr(-8192)
+
 
 @triton.jit
 def tf32_high(x):
-    """x rounded to TF32 (10 mantissa bits, ties away from zero): cvt.rna.tf32.f32 in integer
-    arithmetic, so the interpreter runs it too; x - tf32_high(x) is exact."""
-    return ((x.to(tl.int32, bitcast=True) + 0x1000) & -8192).to(tl.float32, bitcast=True)
+    """x rounded to TF32 (10 mantissa bits, ties away from zero), in integer arithmetic so the
+    interpreter runs it too; x - tf32_high(x) is exact."""
+    return ((x.to(tl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -59,5 +64,5 @@ def split_transposed(W: torch.Tensor) -> torch.Tensor:
     """(2, cols, rows) float32: W^T's TF32 high half and the exact remainder, rows contiguous
     (host side of :func:`split`, for operands whose tiles a kernel streams from memory)."""
     Wt = W.t().contiguous()
-    high = ((Wt.view(torch.int32) + 0x1000) & -8192).view(torch.float32)
+    high = ((Wt.view(torch.int32) + TF32_HALF_UNIT.value) & TF32_MASK.value).view(torch.float32)
     return torch.stack((high, Wt - high))
