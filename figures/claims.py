@@ -56,19 +56,15 @@ class Results:
             self._cache[name] = read_csv(p) if p.exists() else None
         return self._cache[name]
 
-    def valid_ms(self, name: str) -> dict:
-        """{(shape, arm): ms/iter} of valid fits."""
+    def ms_per_cell(self, name: str, valid_only: bool = True) -> dict:
+        """{(shape, arm): ms/iter} of valid fits (or, valid_only=False, of every fit that ran to completion,
+        the gate's verdict aside)."""
         return {(r["shape"], r["arm"]): ms_per_iter(r) for r in self.rows(name) or []
-                if r["gate"] == "valid" and ms_per_iter(r)}
-
-    def timed_ms(self, name: str) -> dict:
-        """{(shape, arm): ms/iter} of every fit that ran to completion, the gate's verdict aside."""
-        return {(r["shape"], r["arm"]): ms_per_iter(r) for r in self.rows(name) or []
-                if r["status"] == "ok" and ms_per_iter(r)}
+                if (r["gate"] == "valid" if valid_only else r["status"] == "ok") and ms_per_iter(r)}
 
     def turbo_ratios(self, arm: str, shapes=None, valid_only: bool = True) -> dict:
         """{shape: ms(arm) / ms(turbo_gmm)} where both are valid (or, valid_only=False, both completed)."""
-        ms = self.valid_ms("table1") if valid_only else self.timed_ms("table1")
+        ms = self.ms_per_cell("table1", valid_only)
         return {s: ms[(s, arm)] / ms[(s, "turbo_gmm")] for (s, a) in ms
                 if a == arm and (s, "turbo_gmm") in ms and (shapes is None or s in shapes)}
 
@@ -137,7 +133,7 @@ def flash_large_k(res: Results):
     # K = 4096 fit the same way); which of its fits were rejected is said beside the ratios
     ratios = need(res.turbo_ratios("flash_gmm", big, valid_only=False), "completed Flash-GMM fits at K >= 512")
     text = ", ".join(f"{s}: {fmt(v)}x" for s, v in sorted(ratios.items(), key=lambda kv: int(kv[0].split("_")[1])))
-    valid = res.valid_ms("table1")
+    valid = res.ms_per_cell("table1")
     rejected = sorted(s for s in ratios if (s, "flash_gmm") not in valid)
     if rejected:
         text += f" (Flash-GMM time of fits the gate rejected: {', '.join(rejected)})"
@@ -159,7 +155,7 @@ def best_library_range(regime: str, paper_lo: float, paper_hi: float):
     def measure(res: Results):
         rows = need(res.rows("table1"), "table1.csv")
         shapes = shapes_where(rows, lambda r: regime in r["regimes"].split(";"))
-        ms = res.valid_ms("table1")
+        ms = res.ms_per_cell("table1")
         best = {}
         for s in shapes:
             libs = [ms[(s, a)] for a in LIBRARIES if (s, a) in ms]
@@ -298,7 +294,7 @@ RUNGS = ["ablation_a1", "ablation_a2", "ablation_a3", "ablation_a4"]
 
 def rung_ms(res: Results) -> dict:
     need(res.rows("ablation"), "ablation.csv")
-    return res.valid_ms("ablation")
+    return res.ms_per_cell("ablation")
 
 
 def rung_factor(ms, shape, lo, hi):
@@ -343,7 +339,7 @@ def score_rung_memory(res: Results):
 
 
 def d128_control(res: Results):
-    ms = need(res.valid_ms("d128_control"), "d128_control.csv")
+    ms = need(res.ms_per_cell("d128_control"), "d128_control.csv")
     s = "4M_16_128"
     a1 = need(ms.get((s, "ablation_a1")), "A1 at 4M_16_128")
     got = {a: ms.get((s, a)) for a in ("ablation_a4", "flash_gmm", "ablation_a3")}
