@@ -6,6 +6,7 @@ row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, get
 the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
 the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
 accumulates the statistics with a second product. One atomic commit per program.
+At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
 Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3).
 """
 from __future__ import annotations
@@ -39,6 +40,9 @@ def _one_pass_kernel(
     # (and (x - c)^2 squared again after the exponentials rather than held across them): the widest operand
     # live at once halves, which removed the spills at d_pad >= 64; at d_pad <= 32 one 2*d_pad-wide product
     # is faster (results/h200/kernel_measure/*session13*: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
+    # [s | u]^T = lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout to
+    # shared memory without bank conflicts; [s | u] = Gamma^T @ lifted stored the lifted tile transposed
+    # with 8-way conflicts, half of all shared-memory wavefronts (ncu, session 12; 1.1-1.3x slower).
     HALVES: tl.constexpr = D_PAD >= 64
     if HALVES:
         wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
@@ -48,9 +52,6 @@ def _one_pass_kernel(
     else:
         w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
         su_acc = tl.zeros([2 * D_PAD, K_PAD], dtype=tl.float32)
-    # [s | u]^T = lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout to
-    # shared memory without bank conflicts; [s | u] = Gamma^T @ lifted stored the lifted tile transposed
-    # with 8-way conflicts, half of all shared-memory wavefronts (ncu, session 12; 1.1-1.3x slower).
     bias = tl.load(b + kk)
     n_acc = tl.zeros([K_PAD], dtype=tl.float32)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
