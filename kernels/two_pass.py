@@ -23,7 +23,7 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import SENTINEL, lifted_rows
+from kernels.lift import SENTINEL, centered_rows, lifted_rows
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -36,20 +36,40 @@ def _normalizer_kernel(
     PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-    x_hi, x_lo = tf32x3.split(xt, PRECISION)
+    HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     lanes = tl.arange(0, 2 * D_PAD)
+    cols = tl.arange(0, D_PAD)
+    if HALVES:
+        xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xc, PRECISION)
+        q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
+    else:
+        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xt, PRECISION)
     m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
-        if PRECISION == "tf32x3":
-            w_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
-            w_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
+        if HALVES:
+            if PRECISION == "tf32x3":  # W^T rows: [mean half | precision half], each D_PAD lanes
+                hi = WT_split + kk[:, None] * (2 * D_PAD) + cols[None, :]
+                lo = WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + cols[None, :]
+                wm_hi, wm_lo = tl.trans(tl.load(hi)), tl.trans(tl.load(lo))
+                wq_hi, wq_lo = tl.trans(tl.load(hi + D_PAD)), tl.trans(tl.load(lo + D_PAD))
+            else:
+                wm_hi = tl.load(W + cols[:, None] * K_PAD + kk[None, :])
+                wq_hi = tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :])
+                wm_lo, wq_lo = wm_hi, wq_hi
+            s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+            s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
         else:
-            w_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
-            w_lo = w_hi
-        s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+            if PRECISION == "tf32x3":
+                w_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
+                w_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
+            else:
+                w_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+                w_lo = w_hi
+            s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
         s += tl.load(b + kk)[None, :]
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
@@ -68,23 +88,50 @@ def _statistics_kernel(
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
+    HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     lanes = tl.arange(0, 2 * D_PAD)
-    w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
+    cols = tl.arange(0, D_PAD)
+    if HALVES:
+        wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
+        wq_hi, wq_lo = tf32x3.split(tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :]), PRECISION)
+        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)  # s^T and u^T
+        u_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+    else:
+        w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
+        su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)  # [s | u]^T, as in the one-pass kernel
     bias = tl.load(b + kk)
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
-    su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)  # [s | u]^T, as in the one-pass kernel
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        if HALVES:
+            xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
+            x_hi, x_lo = tf32x3.split(xc, PRECISION)
+            q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
+        else:
+            xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+            x_hi, x_lo = tf32x3.split(xt, PRECISION)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
-        s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+        if HALVES:
+            s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+            s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
+        else:
+            s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         n_acc += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
+        if HALVES:
+            s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
+            xr = tf32x3.join(x_hi, x_lo, PRECISION)  # squared again rather than held across the exponentials
+            q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
+            u_acc = tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, u_acc, PRECISION)
+        else:
+            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
     tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see one_pass.py
-    tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
+    if HALVES:
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_acc.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_acc.to(tl.float64), sem="relaxed")
+    else:
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
