@@ -106,6 +106,11 @@ def fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def than(speedup: float, other: str) -> str:
+    """'1.5x faster than A2' for a speedup (other's time / this one's) of 1.5, '2x slower than A2' for 0.5."""
+    return f"{fmt(speedup)}x faster than {other}" if speedup >= 1 else f"{fmt(1 / speedup)}x slower than {other}"
+
+
 def shapes_where(rows, pred) -> set:
     return {r["shape"] for r in rows if pred(r)}
 
@@ -324,7 +329,7 @@ def d128_inversion(res: Results):
     f = {name: rung_factor(ms, s, lo, hi) for name, lo, hi in (("A2/A3", 1, 2), ("A1/A3", 0, 2), ("A3/A4", 2, 3),
                                                                 ("A1/A4", 0, 3))}
     need(all(f.values()), f"all four rungs valid at {s}")
-    text = (f"A3 {fmt(1 / f['A2/A3'])}x slower than A2 and {fmt(1 / f['A1/A3'])}x slower than A1; "
+    text = (f"A3 {than(f['A2/A3'], 'A2')} and {than(f['A1/A3'], 'A1')}; "
             f"A4 recovers {fmt(f['A3/A4'])}x over A3, net {fmt(f['A1/A4'])}x over A1")
     return text, speedup_verdict([f["A2/A3"], f["A1/A3"], f["A3/A4"], f["A1/A4"]], [1 / 17.4, 1 / 13.3, 19.4, 1.46])
 

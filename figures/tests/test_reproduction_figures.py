@@ -68,9 +68,14 @@ def test_claims_report_on_the_fixture(device_dir):
     assert "(256, 16)" in v["20"]["measured"] and v["20"]["verdict"] == "differs"
     assert v["21"]["verdict"] == "holds" and v["21"]["measured"].startswith("1.3-1.3x")
     assert v["25"]["verdict"] == "holds"  # the planted inversion: A3 17x slower than A2, A4 19x over A3
+    assert v["25"]["measured"].startswith("A3 17") and "x slower than A2" in v["25"]["measured"]
     assert v["26"]["verdict"] == "holds"  # 6400 -> 4600 MB is 28.1 % shed
     assert v["27"]["verdict"] == v["28"]["verdict"] == claims.NOT_MEASURED  # no CSV: never invented
     assert v["10"]["verdict"] == claims.NOT_MEASURED  # no cuVS rows
+
+
+def test_a_rung_faster_than_the_one_before_is_not_called_slower():
+    assert claims.than(1.5, "A2") == "1.5x faster than A2" and claims.than(0.5, "A1") == "2x slower than A1"
 
 
 def test_claims_markdown_has_one_row_per_claim(device_dir):
