@@ -52,15 +52,18 @@ def device_label() -> str:
 
 
 def git_commit() -> str:
-    """HEAD commit, with ``+dirty`` when the work tree has uncommitted changes to tracked files.
+    """``TURBO_GMM_COMMIT`` if set, else HEAD with ``+dirty`` when tracked files have uncommitted changes.
 
-    A copy of the tree without ``.git`` (e.g. shipped to a GPU node) cannot say: there the
-    commit is taken from ``TURBO_GMM_COMMIT``, which whoever ships the tree sets."""
+    Whoever ships a copy of the tree to a GPU node knows which commit it is and says so in
+    ``TURBO_GMM_COMMIT``; the copy's own ``.git`` may be missing or stale (session 14's was the
+    session's first commit, so its rows read ``b008ea0+dirty`` for a later commit's tree)."""
+    if shipped := os.environ.get("TURBO_GMM_COMMIT"):
+        return shipped
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return os.environ.get("TURBO_GMM_COMMIT", "none")
+        return "none"
     dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return head.stdout.strip() + ("+dirty" if dirty else "")
 

@@ -23,6 +23,7 @@ from kernels.two_pass import two_pass_statistics
 
 PRECISIONS = ("tf32x3", "ieee")
 MAX_UNCENTERED_OFFSET = 10.0  # |column mean| / column std allowed with center=False
+PARAMETER_NAMES = ("weights", "means", "variances")
 
 
 @dataclass
@@ -87,26 +88,38 @@ def column_moments(X: torch.Tensor, rows_per_chunk: int = 1 << 18):
     return mean, (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
 
 
-def check_parameters(X, weights, means, variances) -> None:
+def check_parameter_shapes(X, weights, means, variances) -> None:
+    """Shapes and devices: no GPU work."""
     d = X.shape[1]
     if means.ndim != 2 or means.shape[1] != d:
         raise ValueError(f"means must have shape (K, {d}), got {tuple(means.shape)}")
     K = means.shape[0]
     if tuple(weights.shape) != (K,) or tuple(variances.shape) != (K, d):
         raise ValueError(f"weights must be ({K},) and variances ({K}, {d}); got {tuple(weights.shape)}, {tuple(variances.shape)}")
-    named = (("weights", weights), ("means", means), ("variances", variances))
-    for name, t in named:
+    for name, t in zip(PARAMETER_NAMES, (weights, means, variances)):
         if t.device != X.device:
             raise ValueError(f"{name} is on {t.device} but X is on {X.device}")
-    # one host sync for all five checks: fit() runs them every call, and at small N each sync costs
-    # about what an EM iteration does
-    finite_w, finite_m, finite_v, positive = torch.stack(
-        [torch.isfinite(t).all() for _, t in named] + [(weights > 0).all() & (variances > 0).all()]).tolist()
-    for (name, _), ok in zip(named, (finite_w, finite_m, finite_v)):
+
+
+def parameter_flags(weights, means, variances) -> torch.Tensor:
+    """(4,) int64 on the parameters' device: weights, means, variances finite; all weights and variances > 0.
+    No host sync, so a CUDA graph can hold it (see :class:`_GraphedLoop`)."""
+    named = (weights, means, variances)
+    return torch.stack([torch.isfinite(t).all() for t in named] + [(weights > 0).all() & (variances > 0).all()]).long()
+
+
+def raise_if_invalid(flags) -> None:
+    """The error for the first failed check of :func:`parameter_flags` (as host ints)."""
+    for name, ok in zip(PARAMETER_NAMES, flags[:3]):
         if not ok:
             raise ValueError(f"{name} has non-finite entries")
-    if not positive:
+    if not flags[3]:
         raise ValueError("weights and variances must be > 0")
+
+
+def check_parameters(X, weights, means, variances) -> None:
+    check_parameter_shapes(X, weights, means, variances)
+    raise_if_invalid(parameter_flags(weights, means, variances).tolist())  # one host sync for the four checks
 
 
 def data_center(X: torch.Tensor, center) -> torch.Tensor:
@@ -158,20 +171,25 @@ class _GraphedLoop:
     An iteration is three launches (lift, sweep, M-step; four for Algorithm 3, plus
     under tf32x3 the few torch ops of pass 1's transposed TF32 split of W),
     but at small N even those cost more to launch than to run; replaying a graph
-    pays the launch overhead once. Parameters, center and outputs live in static
-    buffers that every fit() copies into.
+    pays the launch overhead once. At N = 20 000 what is left is the fit's fixed work
+    around the replay (0.6-0.8 ms on the H200, more than ten replayed iterations), so a
+    fit is the copies in, the replay, one copy out and one host sync: parameters and ell
+    share one static buffer, and the graph itself checks the incoming parameters
+    (:func:`parameter_flags`) and clears the floored count.
     """
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
         d, dev, f64 = X.shape[1], X.device, torch.float64
         self.ws = Workspace(X, K, algorithm)
-        self.params = [torch.ones(K, dtype=f64, device=dev) / K, torch.zeros(K, d, dtype=f64, device=dev),
-                       torch.ones(K, d, dtype=f64, device=dev)]
-        self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
-        self.floored = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.sizes = (K, K * d, K * d, n_iter)
+        self.flat = torch.ones(sum(self.sizes), dtype=f64, device=dev)  # weights | means | variances | ell
+        *self.params, self.lls = self.split(self.flat)
+        self.status = torch.zeros(5, dtype=torch.int64, device=dev)  # floored count | parameter_flags
 
         def loop():
-            _iterate(X, self.params, self.ws, self.lls, self.floored, algorithm, precision, reg_covar, cfg)
+            self.status[1:].copy_(parameter_flags(*self.params))
+            self.status[:1].zero_()
+            _iterate(X, self.params, self.ws, self.lls, self.status[:1], algorithm, precision, reg_covar, cfg)
 
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
@@ -182,13 +200,18 @@ class _GraphedLoop:
         with torch.cuda.graph(self.graph):
             loop()
 
+    def split(self, flat):
+        K = self.sizes[0]
+        w, m, v, ll = flat.split(self.sizes)
+        return [w, m.view(K, -1), v.view(K, -1), ll]
+
     def run(self, params, center):
+        """(weights, means, variances, ell) as new tensors, and [floored, *parameter_flags] as host ints."""
         for p, q in zip(self.params, params):
             p.copy_(q)
         self.ws.set_center(center)
-        self.floored.zero_()
         self.graph.replay()
-        return [p.clone() for p in self.params], self.lls.clone(), self.floored
+        return self.split(self.flat.clone()), self.status.tolist()
 
 
 _GRAPHS: dict = {}
@@ -269,17 +292,22 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     later fits of the same X and settings (``cuda_graph=False`` runs it eagerly)."""
     check_data(X)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
-    check_parameters(X, weights, means, variances)
+    graphed = X.is_cuda and cuda_graph and n_iter > 0
+    if graphed:  # the values are checked inside the graph, and the error raised after it (one host sync per fit)
+        check_parameter_shapes(X, weights, means, variances)
+    else:
+        check_parameters(X, weights, means, variances)
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     K, d = means.shape
     algorithm = resolve_algorithm(K, d, algorithm, precision)
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
-    if X.is_cuda and cuda_graph and n_iter > 0:
-        (weights, means, variances), lls, floored = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar,
-                                                                   cfg).run((weights, means, variances), shift)
-        return FitResult(weights, means, variances, lls, int(floored), algorithm, precision)
+    if graphed:
+        (weights, means, variances, lls), (floored, *flags) = _graphed_loop(
+            X, K, n_iter, algorithm, precision, reg_covar, cfg).run((weights, means, variances), shift)
+        raise_if_invalid(flags)
+        return FitResult(weights, means, variances, lls, floored, algorithm, precision)
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]

@@ -131,3 +131,23 @@ def test_bad_inputs_are_named():
         kernels.fit(X, args, 1, algorithm="three_pass")
     with pytest.raises(ValueError, match="precision"):
         kernels.fit(X, args, 1, precision="bf16")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU; on the CPU fit runs eagerly")
+def test_graphed_fit_checks_the_parameters_inside_the_graph():
+    """The graph checks the incoming values itself (no host sync before the replay): a bad fit is named after
+    it, the next fit through the same cached graph is the eager fit, and a fit's results are its own."""
+    X, w, m, v = problem(1023, 7, 5, seed=1)
+    with pytest.raises(ValueError, match="variances has non-finite"):
+        kernels.fit(X, (w, m, v * float("inf")), 4)
+    with pytest.raises(ValueError, match="> 0"):
+        kernels.fit(X, (w, m, -v), 4)
+    graphed = kernels.fit(X, (w, m, v), 4)
+    eager = kernels.fit(X, (w, m, v), 4, cuda_graph=False)
+    for a, b in zip((graphed.weights, graphed.means, graphed.variances, graphed.log_likelihoods),
+                    (eager.weights, eager.means, eager.variances, eager.log_likelihoods)):
+        np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-6, atol=1e-9)
+    assert graphed.n_floored == eager.n_floored
+    kept = as_np(graphed.means).copy()
+    kernels.fit(X, (w, m + 1.0, v), 4)
+    np.testing.assert_array_equal(as_np(graphed.means), kept)
