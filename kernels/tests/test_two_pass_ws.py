@@ -1,0 +1,79 @@
+"""The warp-specialized pass 2 against the float64 oracle, beside the Triton pass 2 (Hopper GPU only:
+Gluon has no interpreter), and what it refuses."""
+import pytest
+import torch
+
+from kernels import reference as ref
+from kernels.launch import LaunchConfig
+from kernels.tests.conftest import assert_statistics_close, problem
+
+hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                            reason="Gluon's warpgroup MMA and TMA need a Hopper GPU (Gluon has no interpreter)")
+
+
+@hopper
+@pytest.mark.parametrize("block_k", [64, 32])
+@pytest.mark.parametrize("N,K,d", [(1023, 64, 32), (5000, 200, 32), (64, 128, 28), (70, 512, 32), (3001, 96, 20)])
+def test_ws_pass_two_matches_the_float64_oracle_as_the_triton_pass_does(N, K, d, block_k):
+    """Row tiles past N and columns past d come in as TMA's zero fill; several row tiles per program
+    (programs_per_sm=1) take the ring through more than one phase."""
+    from kernels.em import Workspace
+    from kernels.lift_kernel import lift_into
+    from kernels.two_pass import normalizer_pass, statistics_pass
+    from kernels.two_pass_ws import statistics_pass_ws
+
+    X, w, m, v = problem(N, K, d)
+    ws = Workspace(X, K, "two_pass")  # center zero: the statistics of X itself, as ref.estep
+    params = [torch.as_tensor(a, device="cuda") for a in (w, m, v)]
+    cfg = LaunchConfig(block_k=block_k, programs_per_sm=1)
+    want = ref.estep(X.cpu().numpy(), w, m, v)[:3]
+    for run in (statistics_pass, statistics_pass_ws):
+        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+        normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
+        if run is statistics_pass:
+            run(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.n, ws.su)
+        else:
+            run(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n, ws.su)
+        n, su = ws.n[:K].cpu().numpy(), ws.su[:K].cpu().numpy()
+        assert_statistics_close((n, su[:, :d], su[:, 32 : 32 + d]), want, X.cpu().numpy(), 2e-5)
+
+
+@hopper
+def test_ws_pass_two_takes_the_in_kernel_center():
+    """Data far from the origin, centered in the kernel: the same statistics about the center as the
+    Triton pass 2."""
+    from kernels.em import Workspace, data_center
+    from kernels.lift_kernel import lift_into
+    from kernels.two_pass import normalizer_pass, statistics_pass
+    from kernels.two_pass_ws import statistics_pass_ws
+
+    X, w, m, v = problem(2000, 80, 32)
+    X = X + 50.0
+    m = m + 50.0
+    ws = Workspace(X, 80, "two_pass")
+    ws.set_center(data_center(X, True))
+    params = [torch.as_tensor(a, device="cuda") for a in (w, m, v)]
+    cfg = LaunchConfig(block_k=64, programs_per_sm=2)
+    out = []
+    for ws_kernel in (False, True):
+        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+        normalizer_pass(X, ws.center, ws.W, ws.b, 80, cfg, "tf32x3", ws.L, ws.ll)
+        if ws_kernel:
+            statistics_pass_ws(X, ws.center, ws.W, ws.b, 80, cfg, ws.L, ws.n, ws.su)
+        else:
+            statistics_pass(X, ws.center, ws.W, ws.b, 80, cfg, "tf32x3", ws.L, ws.n, ws.su)
+        out.append((ws.n[:80].clone(), ws.su[:80].clone()))
+    (n3, su3), (nw, suw) = out
+    torch.testing.assert_close(nw, n3, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(suw, su3, rtol=1e-5, atol=1e-5 * float(su3.abs().max()))
+
+
+@pytest.mark.parametrize("d,block_k", [(33, 64), (30, 64), (32, 16)], ids=["d_pad 64", "d not a multiple of 4", "16 components"])
+def test_what_the_ws_pass_two_refuses_is_named(d, block_k):
+    from kernels.two_pass_ws import statistics_pass_ws
+
+    d_pad = 32 if d <= 32 else 64
+    X = torch.zeros(10, d)
+    W, b = torch.zeros(2 * d_pad, 64), torch.zeros(64)
+    with pytest.raises(ValueError, match="d_pad = 32 with d a multiple of 4"):
+        statistics_pass_ws(X, torch.zeros(d_pad), W, b, 64, LaunchConfig(block_k=block_k), None, None, None)
