@@ -77,3 +77,27 @@ def test_what_the_ws_pass_two_refuses_is_named(d, block_k):
     W, b = torch.zeros(2 * d_pad, 64), torch.zeros(64)
     with pytest.raises(ValueError, match="d_pad = 32 with d a multiple of 4"):
         statistics_pass_ws(X, torch.zeros(d_pad), W, b, 64, LaunchConfig(block_k=block_k), None, None, None)
+
+
+@hopper
+def test_a_fit_with_the_ws_pass_two_follows_float64_em():
+    """The launch-config switch: kernels.fit with warp_specialized=1 (graph-captured) against the float64 oracle."""
+    import numpy as np
+
+    import kernels
+
+    X, w, m, v = problem(3000, 160, 32, seed=2)
+    cfg = LaunchConfig(block_k=64, programs_per_sm=2, warp_specialized=1)
+    r = kernels.fit(X, (w, m, v), 4, algorithm="two_pass", config=cfg)
+    (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 4)
+    np.testing.assert_allclose(r.log_likelihoods.cpu().numpy(), rlls, rtol=1e-6)
+    np.testing.assert_allclose(r.means.cpu().numpy(), rm, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(r.variances.cpu().numpy(), rv, rtol=1e-4)
+
+
+def test_the_ws_switch_is_refused_outside_tf32x3():
+    from kernels.two_pass import statistics_pass
+
+    with pytest.raises(ValueError, match="tf32x3 only"):
+        statistics_pass(torch.zeros(10, 32), None, torch.zeros(64, 64), None, 64, LaunchConfig(warp_specialized=1),
+                        "ieee", None, None, None)
