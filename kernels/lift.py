@@ -42,17 +42,22 @@ def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_
 
 
 @triton.jit
-def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
-    """Row tile of [x - c | (x - c)^2] formed in registers (X read once, X*X never
-    stored), zero in padded lanes, and the mask of rows that exist."""
-    lanes = tl.arange(0, 2 * D_PAD)
-    src = lanes % D_PAD
+def _centered(X, center, rows, src, N, d, stride_x):
+    """x - c at rows x source columns ``src`` (zero in columns past d), and the mask of rows that exist."""
     col_ok = src < d
     row_ok = rows < N
     c = tl.load(center + src)
     offsets = rows.to(tl.int64)[:, None] * stride_x + src[None, :]  # int64: N*d may pass 2**31 elements
     x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-    x = tl.where(col_ok[None, :], x - c[None, :], 0.0)
+    return tl.where(col_ok[None, :], x - c[None, :], 0.0), row_ok
+
+
+@triton.jit
+def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
+    """Row tile of [x - c | (x - c)^2] formed in registers (X read once, X*X never
+    stored), zero in padded lanes, and the mask of rows that exist."""
+    lanes = tl.arange(0, 2 * D_PAD)
+    x, row_ok = _centered(X, center, rows, lanes % D_PAD, N, d, stride_x)
     return tl.where(lanes[None, :] < D_PAD, x, x * x), row_ok
 
 
@@ -60,10 +65,4 @@ def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
 def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     """Row tile of x - c alone (zero in padded columns) and the mask of rows that exist: for a
     kernel that contracts the lift's two halves separately and squares x - c where it needs it."""
-    cols = tl.arange(0, D_PAD)
-    col_ok = cols < d
-    row_ok = rows < N
-    c = tl.load(center + cols)
-    offsets = rows.to(tl.int64)[:, None] * stride_x + cols[None, :]  # int64: N*d may pass 2**31 elements
-    x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-    return tl.where(col_ok[None, :], x - c[None, :], 0.0), row_ok
+    return _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
