@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import tf32x3
+
 SENTINEL = -3.0e38
 
 
@@ -66,3 +68,19 @@ def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     """Row tile of x - c alone (zero in padded columns) and the mask of rows that exist: for a
     kernel that contracts the lift's two halves separately and squares x - c where it needs it."""
     return _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
+
+
+@triton.jit
+def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """The row tile's A operands split as kernels/tf32x3.py splits them, and the mask of rows that exist.
+    HALVES (the lift's halves contracted apart): x - c and (x - c)^2, each (high, low). Otherwise the
+    lifted tile [x - c | (x - c)^2]'s (high, low), returned for both pairs (the second one unused)."""
+    if HALVES:
+        xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xc, PRECISION)
+        q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
+    else:
+        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        q_hi, q_lo = x_hi, x_lo
+    return x_hi, x_lo, q_hi, q_lo, row_ok

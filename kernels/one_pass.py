@@ -20,7 +20,7 @@ from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import centered_rows, lifted_rows
+from kernels.lift import split_rows
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -57,15 +57,11 @@ def _one_pass_kernel(
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
         if HALVES:
-            xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xc, PRECISION)
-            q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
             s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32), PRECISION)
             s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
         else:
-            xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xt, PRECISION)
             s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32), PRECISION)
         s += bias[None, :]
         m = tl.max(s, 1)

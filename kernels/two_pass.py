@@ -23,7 +23,7 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import SENTINEL, centered_rows, lifted_rows
+from kernels.lift import SENTINEL, split_rows
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -39,13 +39,7 @@ def _normalizer_kernel(
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     lanes = tl.arange(0, 2 * D_PAD)
     cols = tl.arange(0, D_PAD)
-    if HALVES:
-        xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-        x_hi, x_lo = tf32x3.split(xc, PRECISION)
-        q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
-    else:
-        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+    x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
     m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -103,13 +97,7 @@ def _statistics_kernel(
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        if HALVES:
-            xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xc, PRECISION)
-            q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
-        else:
-            xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
         if HALVES:
             s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
