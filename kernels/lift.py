@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import tf32x3
+
 SENTINEL = -3.0e38
 
 
@@ -66,3 +68,85 @@ def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     """Row tile of x - c alone (zero in padded columns) and the mask of rows that exist: for a
     kernel that contracts the lift's two halves separately and squares x - c where it needs it."""
     return _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
+
+
+@triton.jit
+def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """The row tile's A operands split as kernels/tf32x3.py splits them, and the mask of rows that exist.
+    HALVES (the lift's halves contracted apart): x - c and (x - c)^2, each (high, low). Otherwise the
+    lifted tile [x - c | (x - c)^2]'s (high, low), returned for both pairs (the second one unused)."""
+    if HALVES:
+        xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xc, PRECISION)
+        q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
+    else:
+        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        q_hi, q_lo = x_hi, x_lo
+    return x_hi, x_lo, q_hi, q_lo, row_ok
+
+
+@triton.jit
+def split_weights(W, kk, K_PAD: tl.constexpr, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """W's components kk split as :func:`split_rows` splits the row tile: the lanes of x - c and of
+    (x - c)^2 apart when HALVES, else all 2*D_PAD lanes, returned for both pairs (the second one unused)."""
+    if HALVES:
+        cols = tl.arange(0, D_PAD)
+        wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
+        wq_hi, wq_lo = tf32x3.split(tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :]), PRECISION)
+    else:
+        lanes = tl.arange(0, 2 * D_PAD)
+        wm_hi, wm_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
+        wq_hi, wq_lo = wm_hi, wm_lo
+    return wm_hi, wm_lo, wq_hi, wq_lo
+
+
+@triton.jit
+def lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, acc, PRECISION: tl.constexpr,
+                 HALVES: tl.constexpr):
+    """acc + [x - c | (x - c)^2] @ W from the operands of :func:`split_rows` and :func:`split_weights`."""
+    acc = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, acc, PRECISION)
+    if HALVES:
+        acc = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, acc, PRECISION)
+    return acc
+
+
+@triton.jit
+def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr):
+    """Zeroed float32 accumulators for :func:`accumulate_statistics`: s^T and u^T (D_PAD, BLOCK_K) when
+    HALVES, else [s | u]^T (2*D_PAD, BLOCK_K) and an unused placeholder."""
+    if HALVES:
+        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+        u_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+    else:
+        s_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
+        u_acc = tl.zeros([1, 1], dtype=tl.float32)
+    return s_acc, u_acc
+
+
+@triton.jit
+def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """[s | u]^T += lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout
+    to shared memory without bank conflicts (the transposed product stored the lifted tile transposed
+    with 8-way conflicts: ncu, session 12). HALVES: (x - c)^2 squared again from x - c's halves rather
+    than held across the exponentials."""
+    s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
+    if HALVES:
+        xr = tf32x3.join(x_hi, x_lo, PRECISION)
+        q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
+        u_acc = tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, u_acc, PRECISION)
+    return s_acc, u_acc
+
+
+@triton.jit
+def commit_statistics(su_out, kk, s_acc, u_acc, D_PAD: tl.constexpr, HALVES: tl.constexpr):
+    """su[kk] += the accumulators as float64. Relaxed: the sums need no ordering (kernel completion
+    publishes them); Triton's default, acq_rel, compiles each atomic to MEMBAR.GPU + a returning ATOMG
+    + an L1 invalidate (CCTL.IVALL), relaxed with the result unused is a fire-and-forget REDG (sm_90 SASS)."""
+    if HALVES:
+        cols = tl.arange(0, D_PAD)
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_acc.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_acc.to(tl.float64), sem="relaxed")
+    else:
+        lanes = tl.arange(0, 2 * D_PAD)
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], s_acc.to(tl.float64), sem="relaxed")

@@ -20,7 +20,8 @@ from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import centered_rows, lifted_rows
+from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
+                          statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -33,40 +34,22 @@ def _one_pass_kernel(
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    lanes = tl.arange(0, 2 * D_PAD)  # lifted feature lanes: [x | x*x]
-    cols = tl.arange(0, D_PAD)
     kk = tl.arange(0, K_PAD)
     # At d_pad >= 64 the lift's halves x - c and (x - c)^2 are contracted one at a time against W's halves
     # (and (x - c)^2 squared again after the exponentials rather than held across them): the widest operand
     # live at once halves, which removed the spills at d_pad >= 64; at d_pad <= 32 one 2*d_pad-wide product
     # is faster (results/h200/kernel_measure/*session13*: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
-    # [s | u]^T = lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout to
-    # shared memory without bank conflicts; [s | u] = Gamma^T @ lifted stored the lifted tile transposed
-    # with 8-way conflicts, half of all shared-memory wavefronts (ncu, session 12; 1.1-1.3x slower).
     HALVES: tl.constexpr = D_PAD >= 64
-    if HALVES:
-        wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
-        wq_hi, wq_lo = tf32x3.split(tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :]), PRECISION)
-        s_acc = tl.zeros([D_PAD, K_PAD], dtype=tl.float32)
-        u_acc = tl.zeros([D_PAD, K_PAD], dtype=tl.float32)
-    else:
-        w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
-        su_acc = tl.zeros([2 * D_PAD, K_PAD], dtype=tl.float32)
+    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
+    s_acc, u_acc = statistics_accumulators(D_PAD, K_PAD, HALVES)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([K_PAD], dtype=tl.float32)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        if HALVES:
-            xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xc, PRECISION)
-            q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
-            s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32), PRECISION)
-            s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
-        else:
-            xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xt, PRECISION)
-            s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32), PRECISION)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
+        s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32),
+                         PRECISION, HALVES)
         s += bias[None, :]
         m = tl.max(s, 1)
         p = tl.exp(s - m[:, None])
@@ -74,23 +57,10 @@ def _one_pass_kernel(
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
         n_acc += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        if HALVES:
-            s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
-            xr = tf32x3.join(x_hi, x_lo, PRECISION)
-            q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
-            u_acc = tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, u_acc, PRECISION)
-        else:
-            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
+        s_acc, u_acc = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION, HALVES)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
-    # relaxed: the sums need no ordering (kernel completion publishes them). Triton's default, acq_rel,
-    # compiles each atomic to MEMBAR.GPU + returning ATOMG + an L1 invalidate (CCTL.IVALL); relaxed
-    # with the result unused is a fire-and-forget REDG (sm_90 SASS, compiled offline).
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")
-    if HALVES:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_acc.to(tl.float64), sem="relaxed")
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_acc.to(tl.float64), sem="relaxed")
-    else:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
+    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
+    commit_statistics(su_out, kk, s_acc, u_acc, D_PAD, HALVES)
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0), sem="relaxed")
 
 

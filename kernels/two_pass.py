@@ -23,7 +23,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import SENTINEL, centered_rows, lifted_rows
+from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
+                          statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -39,13 +40,7 @@ def _normalizer_kernel(
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     lanes = tl.arange(0, 2 * D_PAD)
     cols = tl.arange(0, D_PAD)
-    if HALVES:
-        xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-        x_hi, x_lo = tf32x3.split(xc, PRECISION)
-        q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
-    else:
-        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-        x_hi, x_lo = tf32x3.split(xt, PRECISION)
+    x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
     m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -60,16 +55,16 @@ def _normalizer_kernel(
                 wm_hi = tl.load(W + cols[:, None] * K_PAD + kk[None, :])
                 wq_hi = tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :])
                 wm_lo, wq_lo = wm_hi, wq_hi
-            s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
-            s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
         else:
             if PRECISION == "tf32x3":
-                w_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
-                w_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
+                wm_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
+                wm_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
             else:
-                w_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
-                w_lo = w_hi
-            s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+                wm_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+                wm_lo = wm_hi
+            wq_hi, wq_lo = wm_hi, wm_lo
+        s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
+                         tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
         s += tl.load(b + kk)[None, :]
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
@@ -89,49 +84,22 @@ def _statistics_kernel(
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
-    lanes = tl.arange(0, 2 * D_PAD)
-    cols = tl.arange(0, D_PAD)
-    if HALVES:
-        wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
-        wq_hi, wq_lo = tf32x3.split(tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :]), PRECISION)
-        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)  # s^T and u^T
-        u_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
-    else:
-        w_hi, w_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
-        su_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)  # [s | u]^T, as in the one-pass kernel
+    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
+    s_acc, u_acc = statistics_accumulators(D_PAD, BLOCK_K, HALVES)
     bias = tl.load(b + kk)
     n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        if HALVES:
-            xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xc, PRECISION)
-            q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
-        else:
-            xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
-            x_hi, x_lo = tf32x3.split(xt, PRECISION)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
-        if HALVES:
-            s = tf32x3.dot(x_hi, x_lo, wm_hi, wm_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
-            s = tf32x3.dot(q_hi, q_lo, wq_hi, wq_lo, s, PRECISION)
-        else:
-            s = tf32x3.dot(x_hi, x_lo, w_hi, w_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+        s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
+                         tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         n_acc += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        if HALVES:
-            s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
-            xr = tf32x3.join(x_hi, x_lo, PRECISION)  # squared again rather than held across the exponentials
-            q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
-            u_acc = tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, u_acc, PRECISION)
-        else:
-            su_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, su_acc, PRECISION)
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see one_pass.py
-    if HALVES:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_acc.to(tl.float64), sem="relaxed")
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_acc.to(tl.float64), sem="relaxed")
-    else:
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], su_acc.to(tl.float64), sem="relaxed")
+        s_acc, u_acc = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION, HALVES)
+    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
+    commit_statistics(su_out, kk, s_acc, u_acc, D_PAD, HALVES)
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
