@@ -23,8 +23,8 @@ class LaunchConfig:
     registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
     ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
     a cap fits more programs to hide latency, at the price of spills (None: no cap);
-    warp_specialized_pass1, warp_specialized_pass2: Algorithm 3's passes by kernels/two_pass_ws.py
-    (Hopper, tf32x3, d_pad = 32; pass 2 also needs d a multiple of 4; 0: the Triton kernels).
+    warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py (Hopper, tf32x3,
+    d_pad = 32, d a multiple of 4; 0: the Triton kernel).
     """
 
     block_n: int = 64
@@ -36,7 +36,6 @@ class LaunchConfig:
     normalizer_block_n: int | None = None
     normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
-    warp_specialized_pass1: int = 0
     warp_specialized_pass2: int = 0
 
     def register_cap(self) -> dict:

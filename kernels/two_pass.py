@@ -122,11 +122,6 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 
 def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll) -> None:
     """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
-    if cfg.warp_specialized_pass1:
-        if precision != "tf32x3":
-            raise ValueError(f"the warp-specialized pass 1 is tf32x3 only, got {precision!r}")
-        from kernels.two_pass_ws import normalizer_pass_ws  # Gluon: Hopper only
-        return normalizer_pass_ws(X, center, W, b, K, cfg, L, ll)
     N, d = X.shape
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee: W itself, WT_split unused

@@ -1,10 +1,6 @@
-"""Algorithm 3's two passes, warp-specialized (Gluon, Hopper only, d_pad = 32, tf32x3).
+"""Algorithm 3's pass 2, warp-specialized (Gluon, Hopper only, d_pad = 32, tf32x3).
 
-Pass 1 (`normalizer_pass_ws`, at the end): the row block's lifted TF32 halves resident in shared memory,
-W^T's tiles streamed by a one-warp TMA loader, component tile k+1 scored on the tensor cores while tile
-k's (m, lambda) merge runs (sm_90 compile: 0 spills, 164 KB shared, one 8 + 1-warp program per SM).
-
-Pass 2 (`statistics_pass_ws`). Where the Triton pass 2 spends its shared-memory bandwidth (kernels/README.md, "Where pass 2's
+Where the Triton pass 2 spends its shared-memory bandwidth (kernels/README.md, "Where pass 2's
 time goes"): per 64 x 64 tile it moves ~288 KB through shared memory, of which 128 KB are the two
 A operands going register -> shared -> register to reach wgmma's layout. Here a one-warp loader
 partition TMA-copies each row tile of X into a ring in shared memory (twice, into the two halves of
@@ -20,6 +16,8 @@ per program.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -29,6 +27,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
+D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
 LOADER_REGISTERS = 24
 
@@ -188,7 +187,7 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     block_n, block_k = 64, cfg.block_k  # one warpgroup: wgmma's M = 64 rows (score) and 64 lanes (statistics)
-    if d_pad != 32 or d % 4 or block_k not in (32, 64) or k_pad % block_k:
+    if d_pad != D_PAD or d % 4 or block_k not in (32, 64) or k_pad % block_k:
         raise ValueError(f"the warp-specialized pass 2 takes d_pad = 32 with d a multiple of 4 and component "
                          f"tiles of 32 or 64 dividing K_pad; got d = {d}, K_pad = {k_pad}, block_k = {block_k}")
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
@@ -204,10 +203,30 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
                                                maxnreg=128)
 
 
+def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
+    """n, s, u of the components ``comps`` in float64 from the same lift (W, b) and normalizer L that the
+    kernels use, and sum_i Gamma |x - c| (the scale of s, whose terms cancel): what either pass 2 approximates."""
+    import torch
+
+    d = X.shape[1]
+    d_pad = W.shape[0] // 2
+    Wc = torch.cat([W[:d, comps], W[d_pad : d_pad + d, comps]]).double()
+    n, s, u, a = (torch.zeros(len(comps), *shape, dtype=torch.float64, device=X.device) for shape in ((), (d,), (d,), (d,)))
+    for r0 in range(0, X.shape[0], chunk):
+        xc = X[r0 : r0 + chunk].double() - center[:d].double()
+        g = torch.exp(torch.cat([xc, xc * xc], 1) @ Wc + b[comps].double() - L[r0 : r0 + chunk, None].double())
+        n += g.sum(0)
+        s += g.T @ xc
+        u += g.T @ (xc * xc)
+        a += g.T @ xc.abs()
+    return n, s, u, a
+
+
 def main(argv=None) -> None:
-    """python -m kernels.two_pass_ws [SHAPE ...]: each pass alone, the Triton kernel and the warp-specialized
-    one on the same inputs (ms, best of 10 launches by CUDA events; the launch config the dispatch rule gives
-    the Triton kernels), with checksums of what each wrote; one JSON line per shape."""
+    """python -m kernels.two_pass_ws [SHAPE ...]: the Triton pass 2 and the warp-specialized one on the same
+    lift and normalizer (the dispatch rule's launch config; the warp-specialized one also at 2 programs per
+    SM): ms (best of 10 launches by CUDA events) and each one's worst per-component error against float64
+    statistics of the first, a middle and the last component tile; one JSON line per shape."""
     import json
     import sys
 
@@ -229,159 +248,28 @@ def main(argv=None) -> None:
         params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
         cfg = launch_config("two_pass", K, d)
         lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
-        row = {"shape": name}
-        for label, run in (("pass1_triton", lambda: normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L,
-                                                                      ws.ll)),
-                           ("pass1_ws", lambda: normalizer_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.ll))):
-            ws.ll.zero_()
-            run()
-            row[f"{label}_ll"] = float(ws.ll)
-            row[f"{label}_ms"] = round(time_ms(run, 10), 4)
-        for label, run in (("pass2_triton", lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L,
-                                                                      ws.n, ws.su)),
-                           ("pass2_ws", lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n,
-                                                                   ws.su))):
+        normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
+        comps = torch.cat([torch.arange(0, 64), torch.arange(K // 2, K // 2 + 64), torch.arange(K - 64, K)]).cuda()
+        n64, s64, u64, a64 = float64_statistics(X, ws.center, ws.W, ws.b, ws.L, comps)
+        row = {"shape": name, "programs_per_sm": cfg.programs_per_sm, "n_min": float(n64.min())}
+        runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.n, ws.su),
+                "ws": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n, ws.su),
+                "ws_2_per_sm": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K,
+                                                          dataclasses.replace(cfg, programs_per_sm=2), ws.L, ws.n, ws.su)}
+        n_all = {}
+        for label, run in runs.items():
             ws.n.zero_()
             ws.su.zero_()
             run()
-            row[f"{label}_n_sum"] = float(ws.n[:K].sum())
-            row[f"{label}_su_norm"] = float(ws.su[:K].norm())
+            n, su = ws.n[:K].clone(), ws.su[:K].clone()
+            n_all[label] = n
+            row[f"{label}_nonfinite"] = int((~torch.isfinite(n)).sum() + (~torch.isfinite(su)).sum())
+            row[f"{label}_n_err"] = float(((n[comps] - n64).abs() / n64).max())
+            row[f"{label}_s_err"] = float(((su[comps, :d] - s64).abs() / a64).max())
+            row[f"{label}_u_err"] = float(((su[comps, D_PAD : D_PAD + d] - u64).abs() / u64).max())
             row[f"{label}_ms"] = round(time_ms(run, 10), 4)
+        row["ws_vs_triton_n_all"] = float(((n_all["ws"] - n_all["triton"]).abs() / n_all["triton"]).max())
         print(json.dumps(row), flush=True)
-
 
 if __name__ == "__main__":
     main()
-
-
-@gluon.jit
-def _w_loader(wt_desc, ring, ready, empty, K, K_PAD: gl.constexpr):
-    """Worker partition of pass 1: each component tile of W^T's TF32 halves, the lanes of x - c and of
-    (x - c)^2 apart (four boxes), into the next free stage of the ring."""
-    stages: gl.constexpr = ring.type.shape[0] // 4
-    block_k: gl.constexpr = wt_desc.block_type.shape[0]
-    d_pad: gl.constexpr = wt_desc.block_type.shape[1]
-    i = 0
-    for k0 in range(0, K, block_k):
-        stage = i % stages
-        mbarrier.wait(empty.index(stage), ((i // stages) & 1) ^ 1)
-        mbarrier.expect(ready.index(stage), 4 * wt_desc.block_type.nbytes)
-        for part in gl.static_range(4):  # (high, low) x (lanes of x - c, lanes of (x - c)^2)
-            tma.async_copy_global_to_shared(wt_desc, [(part // 2) * K_PAD + k0, (part % 2) * d_pad],
-                                            ready.index(stage), ring.index(4 * stage + part))
-        i += 1
-
-
-@gluon.jit
-def _score_tile(x_smem, ring, stage, zero):
-    """The score of one component tile, six async TF32 products (tf32x3 on the lift's two halves)."""
-    s = warpgroup_mma(x_smem.index(1), ring.index(4 * stage).permute((1, 0)), zero, use_acc=False, is_async=True)
-    s = warpgroup_mma(x_smem.index(0), ring.index(4 * stage + 2).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(x_smem.index(0), ring.index(4 * stage).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(x_smem.index(3), ring.index(4 * stage + 1).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(x_smem.index(2), ring.index(4 * stage + 3).permute((1, 0)), s, is_async=True)
-    return warpgroup_mma(x_smem.index(2), ring.index(4 * stage + 1).permute((1, 0)), s, is_async=True)
-
-
-@gluon.jit
-def _normalize(x_smem, ring, ready, empty, b, L_out, ll_out, N, K, row0, BLOCK_N: gl.constexpr,
-               BLOCK_K: gl.constexpr, NUM_WARPS: gl.constexpr, SENTINEL_VALUE: gl.constexpr):
-    """Default partition of pass 1: component tile k+1's score on the tensor cores while tile k's
-    (m, lambda) merge runs; L = m + log(lambda) per row, ell += sum L."""
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NUM_WARPS, 1],
-                                                  instr_shape=[16, BLOCK_K, 8])
-    stages: gl.constexpr = ring.type.shape[0] // 4
-    comps = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
-    m = gl.full([BLOCK_N], SENTINEL_VALUE, gl.float32, gl.SliceLayout(1, mma))
-    lam = gl.zeros([BLOCK_N], gl.float32, gl.SliceLayout(1, mma))
-    zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
-    mbarrier.wait(ready.index(0), 0)
-    prev = _score_tile(x_smem, ring, 0, zero)
-    i = 1
-    for k0 in range(BLOCK_K, K, BLOCK_K):
-        stage = i % stages
-        mbarrier.wait(ready.index(stage), (i // stages) & 1)
-        nxt = _score_tile(x_smem, ring, stage, zero)
-        done = warpgroup_mma_wait(num_outstanding=6, deps=(prev,))  # tile k0 - BLOCK_K scored: its stage is free
-        mbarrier.arrive(empty.index((i - 1) % stages), count=1)
-        s = done + gl.load(b + (k0 - BLOCK_K) + comps)[None, :]
-        m_new = gl.maximum(m, gl.max(s, 1))
-        lam = lam * gl.exp(m - m_new) + gl.sum(gl.exp(s - m_new[:, None]), 1)
-        m = m_new
-        prev = nxt
-        i += 1
-    done = warpgroup_mma_wait(num_outstanding=0, deps=(prev,))
-    s = done + gl.load(b + (i - 1) * BLOCK_K + comps)[None, :]
-    m_new = gl.maximum(m, gl.max(s, 1))
-    lam = lam * gl.exp(m - m_new) + gl.sum(gl.exp(s - m_new[:, None]), 1)
-    L = m_new + gl.log(lam)
-    rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
-    gl.store(L_out + rows, L, mask=rows < N)
-    gl.atomic_add(ll_out, gl.sum(gl.where(rows < N, L, 0.0).to(gl.float64), 0), sem="relaxed")
-
-
-@gluon.jit
-def _normalizer_kernel_ws(
-    X, center, wt_desc, b, L_out, ll_out,
-    N, d, K, stride_x,
-    K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-    LOADER_REGS: gl.constexpr, SENTINEL_VALUE: gl.constexpr, NUM_WARPS: gl.constexpr,
-):
-    """Pass 1, warp-specialized: the row block's lifted TF32 halves resident in shared memory (the A
-    operands of every product), W^T's tiles streamed through a TMA ring by a one-warp loader."""
-    x_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
-    rows_fast: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [NUM_WARPS, 1], [1, 0])
-    row0 = gl.program_id(0) * BLOCK_N
-    rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, rows_fast))
-    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, rows_fast))
-    col_ok = cols < d
-    x = gl.load(X + rows.to(gl.int64)[:, None] * stride_x + cols[None, :],
-                mask=(rows < N)[:, None] & col_ok[None, :], other=0.0)
-    lin = gl.where(col_ok[None, :], x - gl.load(center + cols)[None, :], 0.0)
-    sq = lin * lin
-    x_smem = gl.allocate_shared_memory(gl.float32, [4, BLOCK_N, D_PAD], x_layout)  # lin hi, lo, sq hi, lo
-    lin_hi = _tf32_high(lin)
-    sq_hi = _tf32_high(sq)
-    x_smem.index(0).store(lin_hi)
-    x_smem.index(1).store(lin - lin_hi)
-    x_smem.index(2).store(sq_hi)
-    x_smem.index(3).store(sq - sq_hi)
-    ring = gl.allocate_shared_memory(gl.float32, [4 * STAGES, BLOCK_K, D_PAD], x_layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    fence_async_shared()
-    gl.warp_specialize([
-        (_normalize, (x_smem, ring, ready, empty, b, L_out, ll_out, N, K, row0, BLOCK_N, BLOCK_K, NUM_WARPS,
-                      SENTINEL_VALUE)),
-        (_w_loader, (wt_desc, ring, ready, empty, K, K_PAD)),
-    ], [1], [LOADER_REGS])
-
-
-NORMALIZER_ROWS = 128  # two compute warpgroups of 64 rows: W^T's tiles read once per 128 rows
-NORMALIZER_STAGES = 3
-
-
-def normalizer_pass_ws(X, center, W, b, K: int, cfg, L, ll) -> None:
-    """Drop-in for :func:`kernels.two_pass.normalizer_pass` under tf32x3 on Hopper at d_pad = 32:
-    L[i] = m_i + log(lambda_i), ll += sum_i L[i]; component tiles of cfg.normalizer_block_k (or 64)."""
-    from kernels import tf32x3
-    from kernels.lift import SENTINEL
-
-    N, d = X.shape
-    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
-    block_k = cfg.normalizer_block_k or 64
-    if d_pad != 32 or block_k not in (32, 64) or k_pad % block_k:
-        raise ValueError(f"the warp-specialized pass 1 takes d_pad = 32 and component tiles of 32 or 64 dividing "
-                         f"K_pad; got d_pad = {d_pad}, K_pad = {k_pad}, block_k = {block_k}")
-    wt = tf32x3.split_transposed(W).view(2 * k_pad, 2 * d_pad)  # rows: [high | low] halves of W^T
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
-    wt_desc = TensorDescriptor(wt, [2 * k_pad, 2 * d_pad], [2 * d_pad, 1], [block_k, d_pad], layout)
-    warps = NORMALIZER_ROWS // 16
-    # 8 + 4 warps at 168 registers: one program per SM, the compute warps get (168 * 12 - 24 * 4) / 8 = 240
-    _normalizer_kernel_ws[(triton.cdiv(N, NORMALIZER_ROWS),)](
-        X, center, wt_desc, b, L, ll, N, d, K, X.stride(0), K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=NORMALIZER_ROWS,
-        BLOCK_K=block_k, STAGES=NORMALIZER_STAGES, LOADER_REGS=LOADER_REGISTERS, SENTINEL_VALUE=SENTINEL,
-        NUM_WARPS=warps, num_warps=warps, maxnreg=168)
