@@ -23,8 +23,9 @@ class LaunchConfig:
     registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
     ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
     a cap fits more programs to hide latency, at the price of spills (None: no cap);
-    warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py (Hopper, tf32x3,
-    d_pad = 32, d a multiple of 4; 0: the Triton kernel).
+    warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py wherever that kernel takes
+    it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
+    Triton kernel as at 0.
     """
 
     block_n: int = 64

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -100,11 +101,14 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
         lin_lo = lin - lin_hi
         sq_hi = _tf32_high(sq)
         sq_lo = sq - sq_hi
+        # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as pass 1 scores: the same
+        # sums in the same order, so S - L stays <= 0 (taken lane half by lane half, the exponent passed 88 at
+        # components whose variances were floored: Gamma = inf, NaN parameters at 1M_4096_32's 8th iteration)
         s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
-        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
-        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
         s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
         s = warpgroup_mma(sq_hi, wl_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
         s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
 
@@ -178,18 +182,30 @@ def _statistics_kernel_ws(
     gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + su_lanes[:, None], su.to(gl.float64), sem="relaxed")
 
 
+def refusal(X, W, cfg) -> str | None:
+    """Why this kernel cannot take the pass (None when it can): d_pad = 32 with d a multiple of 4 (TMA's
+    16-byte row stride, rows contiguous), component tiles of 32 or 64 dividing K_pad, a Hopper GPU."""
+    d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
+    if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or cfg.block_k not in (32, 64) or k_pad % cfg.block_k:
+        return (f"the warp-specialized pass 2 takes d_pad = 32 with d a multiple of 4 (rows contiguous) and "
+                f"component tiles of 32 or 64 dividing K_pad; got d = {d}, K_pad = {k_pad}, block_k = {cfg.block_k}")
+    if not X.is_cuda or torch.cuda.get_device_capability(X.device)[0] != 9:
+        return f"the warp-specialized pass 2 needs a Hopper GPU (sm_90); X is on {X.device}"
+    return None
+
+
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
-    """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 on Hopper at d_pad = 32 with d a
-    multiple of 4 (TMA's 16-byte row stride): n, [s | u] += the statistics of Gamma = exp(S - L)."""
+    """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
+    n, [s | u] += the statistics of Gamma = exp(S - L)."""
     from kernels.launch import program_count
     from kernels.two_pass import statistics_grid
 
+    why = refusal(X, W, cfg)
+    if why:
+        raise ValueError(why)
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     block_n, block_k = 64, cfg.block_k  # one warpgroup: wgmma's M = 64 rows (score) and 64 lanes (statistics)
-    if d_pad != D_PAD or d % 4 or block_k not in (32, 64) or k_pad % block_k:
-        raise ValueError(f"the warp-specialized pass 2 takes d_pad = 32 with d a multiple of 4 and component "
-                         f"tiles of 32 or 64 dividing K_pad; got d = {d}, K_pad = {k_pad}, block_k = {block_k}")
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [block_n, d_pad], layout)
     n_tiles = triton.cdiv(N, block_n)
@@ -206,7 +222,6 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
 def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
     """n, s, u of the components ``comps`` in float64 from the same lift (W, b) and normalizer L that the
     kernels use, and sum_i Gamma |x - c| (the scale of s, whose terms cancel): what either pass 2 approximates."""
-    import torch
 
     d = X.shape[1]
     d_pad = W.shape[0] // 2
@@ -224,13 +239,11 @@ def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
 
 def main(argv=None) -> None:
     """python -m kernels.two_pass_ws [SHAPE ...]: the Triton pass 2 and the warp-specialized one on the same
-    lift and normalizer (the dispatch rule's launch config; the warp-specialized one also at 2 programs per
-    SM): ms (best of 10 launches by CUDA events) and each one's worst per-component error against float64
+    lift and normalizer (the dispatch rule's launch config, with and without warp_specialized_pass2; the
+    warp-specialized one also at 2 programs per SM): ms (best of 10 launches by CUDA events) and each one's worst per-component error against float64
     statistics of the first, a middle and the last component tile; one JSON line per shape."""
     import json
     import sys
-
-    import torch
 
     from harness.data import make_dataset, shared_init
     from kernels.dispatch import launch_config
@@ -252,7 +265,9 @@ def main(argv=None) -> None:
         comps = torch.cat([torch.arange(0, 64), torch.arange(K // 2, K // 2 + 64), torch.arange(K - 64, K)]).cuda()
         n64, s64, u64, a64 = float64_statistics(X, ws.center, ws.W, ws.b, ws.L, comps)
         row = {"shape": name, "programs_per_sm": cfg.programs_per_sm, "n_min": float(n64.min())}
-        runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.n, ws.su),
+        triton_cfg = dataclasses.replace(cfg, warp_specialized_pass2=0)
+        runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, triton_cfg, "tf32x3", ws.L, ws.n,
+                                                  ws.su),
                 "ws": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n, ws.su),
                 "ws_2_per_sm": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K,
                                                           dataclasses.replace(cfg, programs_per_sm=2), ws.L, ws.n, ws.su)}

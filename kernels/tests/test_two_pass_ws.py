@@ -73,14 +73,18 @@ def test_ws_pass_two_is_as_exact_per_component_as_the_triton_pass(N, programs_pe
         assert ws_err <= max(2 * triton_err, 2e-5), errors
 
 
-@pytest.mark.parametrize("d,block_k", [(33, 64), (30, 64), (32, 16)], ids=["d_pad 64", "d not a multiple of 4", "16 components"])
-def test_what_the_ws_pass_two_refuses_is_named(d, block_k):
+@pytest.mark.parametrize("d,block_k,why", [(33, 64, "d_pad = 32 with d a multiple of 4"),
+                                            (30, 64, "d_pad = 32 with d a multiple of 4"),
+                                            (32, 16, "d_pad = 32 with d a multiple of 4"),
+                                            (32, 64, "needs a Hopper GPU")],
+                         ids=["d_pad 64", "d not a multiple of 4", "16 components", "on the CPU"])
+def test_what_the_ws_pass_two_refuses_is_named(d, block_k, why):
     from kernels.two_pass_ws import statistics_pass_ws
 
     d_pad = 32 if d <= 32 else 64
     X = torch.zeros(10, d)
     W, b = torch.zeros(2 * d_pad, 64), torch.zeros(64)
-    with pytest.raises(ValueError, match="d_pad = 32 with d a multiple of 4"):
+    with pytest.raises(ValueError, match=why):
         statistics_pass_ws(X, torch.zeros(d_pad), W, b, 64, LaunchConfig(block_k=block_k), None, None, None)
 
 
@@ -101,9 +105,26 @@ def test_a_fit_with_the_ws_pass_two_follows_float64_em():
     np.testing.assert_allclose(r.variances.cpu().numpy(), rv, rtol=1e-4)
 
 
-def test_the_ws_switch_is_refused_outside_tf32x3():
-    from kernels.two_pass import statistics_pass
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+def test_where_the_ws_pass_two_refuses_the_switch_falls_back_to_the_triton_pass(precision):
+    """ieee anywhere, tf32x3 off Hopper (here: the interpreter on the CPU, or a d the kernel refuses): the
+    Triton pass 2, the same sums as with the switch off."""
+    from kernels.em import Workspace
+    from kernels.lift_kernel import lift_into
+    from kernels.two_pass import normalizer_pass, statistics_pass
 
-    X, W = torch.zeros(10, 32), torch.zeros(64, 64)
-    with pytest.raises(ValueError, match="pass 2 is tf32x3 only"):
-        statistics_pass(X, None, W, None, 64, LaunchConfig(warp_specialized_pass2=1), "ieee", None, None, None)
+    K, d = 40, 30 if torch.cuda.is_available() and precision == "tf32x3" else 32
+    X, w, m, v = problem(70, K, d)
+    ws = Workspace(X, K, "two_pass")
+    lift_into(*[torch.as_tensor(a, device=X.device) for a in (w, m, v)], ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+    out = []
+    for switch in (0, 1):
+        cfg = LaunchConfig(block_k=32, warp_specialized_pass2=switch)
+        normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, precision, ws.L, ws.ll)
+        ws.n.zero_()
+        ws.su.zero_()
+        statistics_pass(X, ws.center, ws.W, ws.b, K, cfg, precision, ws.L, ws.n, ws.su)
+        out.append((ws.n.clone(), ws.su.clone()))
+    assert ws.n[:K].sum() > 0
+    for off, on in zip(*out):  # float64 atomics: the same sums up to their order on a GPU
+        torch.testing.assert_close(on, off, rtol=1e-12, atol=0)
