@@ -89,20 +89,28 @@ def test_what_the_ws_pass_two_refuses_is_named(d, block_k, why):
 
 
 @hopper
-def test_a_fit_with_the_ws_pass_two_follows_float64_em():
-    """The launch-config switch: kernels.fit with pass 2 warp-specialized (graph-captured) against the
-    float64 oracle."""
+def test_a_fit_with_the_ws_pass_two_follows_float64_em_as_closely_as_the_triton_pass():
+    """The launch-config switch through kernels.fit (graph-captured): ell and the parameters after 4
+    iterations against the float64 oracle, no further off than the same fit with the Triton pass 2. (160
+    components on 3000 rows: EM amplifies tf32x3's rounding, ~3e-4 in ell by the 4th iteration, so the
+    bound is the Triton fit's own distance, not a fixed tolerance.)"""
     import numpy as np
 
     import kernels
 
     X, w, m, v = problem(3000, 160, 32, seed=2)
-    cfg = LaunchConfig(block_k=64, programs_per_sm=2, warp_specialized_pass2=1)
-    r = kernels.fit(X, (w, m, v), 4, algorithm="two_pass", config=cfg)
     (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 4)
-    np.testing.assert_allclose(r.log_likelihoods.cpu().numpy(), rlls, rtol=1e-6)
-    np.testing.assert_allclose(r.means.cpu().numpy(), rm, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(r.variances.cpu().numpy(), rv, rtol=1e-4)
+    errors = []
+    for switch in (0, 1):
+        cfg = LaunchConfig(block_k=64, programs_per_sm=2, warp_specialized_pass2=switch)
+        r = kernels.fit(X, (w, m, v), 4, algorithm="two_pass", config=cfg)
+        errors.append([float(np.max(np.abs(got.double().cpu().numpy() - want) / np.abs(want)))
+                       for got, want in ((r.log_likelihoods, rlls), (r.variances, rv))]
+                      + [float(np.max(np.abs(r.means.double().cpu().numpy() - rm)))])
+    (triton_errors, ws_errors) = errors
+    assert ws_errors[0] <= 1e-3 and all(np.isfinite(ws_errors)), errors
+    for triton_err, ws_err in zip(triton_errors, ws_errors):
+        assert ws_err <= max(2 * triton_err, 1e-6), errors
 
 
 @pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
