@@ -90,25 +90,26 @@ def test_what_the_ws_pass_two_refuses_is_named(d, block_k, why):
 
 @hopper
 def test_a_fit_with_the_ws_pass_two_follows_float64_em_as_closely_as_the_triton_pass():
-    """The launch-config switch through kernels.fit (graph-captured): ell and the parameters after 4
-    iterations against the float64 oracle, no further off than the same fit with the Triton pass 2. (160
-    components on 3000 rows: EM amplifies tf32x3's rounding, ~3e-4 in ell by the 4th iteration, so the
-    bound is the Triton fit's own distance, not a fixed tolerance.)"""
+    """The launch-config switch through kernels.fit (graph-captured), two component tiles: ell, variances
+    and means after 4 iterations against the float64 oracle, no further off than the same fit with the
+    Triton pass 2. (At 160 components on 3000 rows both fits were ~3e-4 off in ell by the 4th iteration and
+    the variances of near-empty components 11x off: EM amplifies tf32x3's rounding there, so this problem
+    keeps ~200 rows per component.)"""
     import numpy as np
 
     import kernels
 
-    X, w, m, v = problem(3000, 160, 32, seed=2)
+    X, w, m, v = problem(8000, 40, 32, seed=2)
     (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 4)
     errors = []
     for switch in (0, 1):
-        cfg = LaunchConfig(block_k=64, programs_per_sm=2, warp_specialized_pass2=switch)
+        cfg = LaunchConfig(block_k=32, programs_per_sm=2, warp_specialized_pass2=switch)
         r = kernels.fit(X, (w, m, v), 4, algorithm="two_pass", config=cfg)
         errors.append([float(np.max(np.abs(got.double().cpu().numpy() - want) / np.abs(want)))
                        for got, want in ((r.log_likelihoods, rlls), (r.variances, rv))]
                       + [float(np.max(np.abs(r.means.double().cpu().numpy() - rm)))])
-    (triton_errors, ws_errors) = errors
-    assert ws_errors[0] <= 1e-3 and all(np.isfinite(ws_errors)), errors
+    triton_errors, ws_errors = errors
+    assert ws_errors[0] <= 1e-5 and all(np.isfinite(ws_errors)), errors
     for triton_err, ws_err in zip(triton_errors, ws_errors):
         assert ws_err <= max(2 * triton_err, 1e-6), errors
 
