@@ -10,9 +10,11 @@ into wgmma's register layout (gl.bank_conflicts offline: 0 and 1 excess wavefron
 splits them in registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
 apart (x - c and (x - c)^2 against W's two halves: the same wgmma count as one K = 64 product).
 
-Same sums as kernels.two_pass.statistics_pass under tf32x3 (three TF32 products per product,
-kernels/tf32x3.py's order), the same grid (component tiles x row splits), one float64 atomic commit
-per program.
+Same sums as kernels.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
+splits), one float64 atomic commit per program. The score's six TF32 products run in the Triton passes'
+order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
+run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
+Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized pass 2").
 """
 from __future__ import annotations
 
