@@ -120,7 +120,8 @@ def relative_errors(got, want, X: np.ndarray) -> dict:
 
 
 def tiling_text(cfg: LaunchConfig) -> str:
-    return f"block_n={cfg.block_n};block_k={cfg.block_k};programs_per_sm={cfg.programs_per_sm};warps={cfg.num_warps};stages={cfg.num_stages}"
+    text = f"block_n={cfg.block_n};block_k={cfg.block_k};programs_per_sm={cfg.programs_per_sm};warps={cfg.num_warps};stages={cfg.num_stages}"
+    return text + (";warp_specialized_pass2=1" if cfg.warp_specialized_pass2 else "")
 
 
 def device_name(device: torch.device) -> str:

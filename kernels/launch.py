@@ -22,7 +22,10 @@ class LaunchConfig:
     multiprocessors idle but commits fewer atomic partial sums); max_registers: a cap on
     registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
     ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
-    a cap fits more programs to hide latency, at the price of spills (None: no cap).
+    a cap fits more programs to hide latency, at the price of spills (None: no cap);
+    warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py wherever that kernel takes
+    it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
+    Triton kernel as at 0.
     """
 
     block_n: int = 64
@@ -34,6 +37,7 @@ class LaunchConfig:
     normalizer_block_n: int | None = None
     normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
+    warp_specialized_pass2: int = 0
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""

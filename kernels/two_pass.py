@@ -131,6 +131,11 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
 
 def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
     """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits."""
+    if cfg.warp_specialized_pass2 and precision == "tf32x3":
+        from kernels import two_pass_ws  # Gluon: Hopper only
+
+        if two_pass_ws.refusal(X, W, cfg) is None:
+            return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
     N, d = X.shape
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])

@@ -1,0 +1,292 @@
+"""Algorithm 3's pass 2, warp-specialized (Gluon, Hopper only, d_pad = 32, tf32x3).
+
+Where the Triton pass 2 spends its shared-memory bandwidth (kernels/README.md, "Where pass 2's
+time goes"): per 64 x 64 tile it moves ~288 KB through shared memory, of which 128 KB are the two
+A operands going register -> shared -> register to reach wgmma's layout. Here a one-warp loader
+partition TMA-copies each row tile of X into a ring in shared memory (twice, into the two halves of
+a stage: the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed, i.e.
+two copies of the 32 columns); the compute warpgroup loads both A operands straight from that tile
+into wgmma's register layout (gl.bank_conflicts offline: 0 and 1 excess wavefronts), lifts and
+splits them in registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
+apart (x - c and (x - c)^2 against W's two halves: the same wgmma count as one K = 64 product).
+
+Same sums as kernels.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
+splits), one float64 atomic commit per program. The score's six TF32 products run in the Triton passes'
+order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
+run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
+Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized pass 2").
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
+
+D_PAD = 32  # the one lane width this kernel takes
+STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
+LOADER_REGISTERS = 24
+
+
+@gluon.jit
+def _tf32_high(x):
+    return ((x.to(gl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _loader(x_desc, ring, ready, empty, first, n_tiles, stride):
+    """Worker partition: each of this program's row tiles, twice, into the next free stage."""
+    stages: gl.constexpr = ring.type.shape[0]
+    block_n: gl.constexpr = x_desc.block_type.shape[0]  # a stage holds the tile twice: (2 * block_n, D_PAD)
+    i = 0
+    for tile in range(first, n_tiles, stride):
+        stage = i % stages
+        mbarrier.wait(empty.index(stage), ((i // stages) & 1) ^ 1)  # a fresh barrier passes phase 1
+        mbarrier.expect(ready.index(stage), 2 * x_desc.block_type.nbytes)
+        for copy in gl.static_range(2):
+            tma.async_copy_global_to_shared(x_desc, [tile * block_n, 0], ready.index(stage),
+                                            ring.index(stage).slice(copy * block_n, block_n))
+        i += 1
+
+
+@gluon.jit
+def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_tiles, stride, comp0,
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr):
+    """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
+    [s | u]^T of this program's row tiles."""
+    LANES: gl.constexpr = 2 * D_PAD
+    stages: gl.constexpr = ring.type.shape[0]
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    wh_lin = w_smem.index(0).permute((1, 0))  # (D_PAD, BLOCK_K) views of W^T's halves: the score's B operands
+    wl_lin = w_smem.index(1).permute((1, 0))
+    wh_sq = w_smem.index(2).permute((1, 0))
+    wl_sq = w_smem.index(3).permute((1, 0))
+    gh_smem = g_smem.index(0)
+    gl_smem = g_smem.index(1)
+
+    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
+    c = gl.load(center + cols)  # zero past d (Workspace.center is d_pad long)
+    col_ok = (cols < d)[None, :]
+    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
+    c_t = gl.load(center + lanes % D_PAD)[:, None]
+    lane_ok = ((lanes % D_PAD) < d)[:, None]
+    squared = (lanes >= D_PAD)[:, None]
+    comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
+    bias = gl.load(b + comps)[None, :]
+    n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
+    su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)  # [s | u]^T
+    zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
+
+    i = 0
+    for tile in range(first, n_tiles, stride):
+        stage = i % stages
+        rows = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
+        row_ok = rows < N
+        Lr = gl.load(L + rows, mask=row_ok, other=0.0)[:, None]
+        mbarrier.wait(ready.index(stage), (i // stages) & 1)
+        both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d
+        x = both.slice(0, BLOCK_N).load(a_op)  # (BLOCK_N, D_PAD)
+        lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
+
+        lin = gl.where(col_ok, x - c[None, :], 0.0)
+        sq = lin * lin
+        lin_hi = _tf32_high(lin)
+        lin_lo = lin - lin_hi
+        sq_hi = _tf32_high(sq)
+        sq_lo = sq - sq_hi
+        # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as pass 1 scores: the same
+        # sums in the same order, so S - L stays <= 0 (taken lane half by lane half, the exponent passed 88 at
+        # components whose variances were floored: Gamma = inf, NaN parameters at 1M_4096_32's 8th iteration)
+        s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
+        s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
+        s = warpgroup_mma(sq_hi, wl_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
+        s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
+        s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+
+        g = gl.where(row_ok[:, None], gl.exp(s + bias - Lr), 0.0)
+        n_acc += gl.sum(g, 0)
+        g_hi = _tf32_high(g)
+        gh_smem.store(g_hi)
+        gl_smem.store(g - g_hi)
+        fence_async_shared()
+        for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
+            xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
+            xl = gl.where(lane_ok, xt - c_t, 0.0)
+            xl = gl.where(squared, xl * xl, xl)
+            xt_hi = _tf32_high(xl)
+            xt_lo = xl - xt_hi
+            g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
+            g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
+            su = warpgroup_mma(xt_lo, g_hi_rows, su, is_async=True)
+            su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
+            su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
+            su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
+        fence_async_shared()  # this stage's loads before the loader's next TMA into it
+        mbarrier.arrive(empty.index(stage), count=1)
+        i += 1
+    return n_acc, su
+
+
+@gluon.jit
+def _statistics_kernel_ws(
+    x_desc, center, W, b, L, n_out, su_out,
+    N, d, n_tiles, n_splits,
+    K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
+    LOADER_REGS: gl.constexpr,
+):
+    ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+
+    # W^T's component tile, each lane half split into TF32 halves: (hi, lo) of x - c, then of (x - c)^2
+    lanes_fast: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    w_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    comp0 = gl.program_id(0) * BLOCK_K
+    kk = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, lanes_fast))
+    lanes = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, lanes_fast))
+    w_smem = gl.allocate_shared_memory(gl.float32, [4, BLOCK_K, D_PAD], w_layout)
+    for half in gl.static_range(2):
+        w = gl.load(W + (half * D_PAD + lanes)[None, :] * K_PAD + kk[:, None])
+        w_hi = _tf32_high(w)
+        w_smem.index(2 * half).store(w_hi)
+        w_smem.index(2 * half + 1).store(w - w_hi)
+    g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
+                                                  transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
+    g_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_N, BLOCK_K], g_layout)
+    fence_async_shared()
+
+    split = gl.program_id(1)
+    n, su = gl.warp_specialize([
+        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, N, d, split, n_tiles, n_splits, comp0,
+                    BLOCK_N, BLOCK_K, D_PAD)),
+        (_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
+    ], [1], [LOADER_REGS])
+
+    mma: gl.constexpr = su.type.layout
+    comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
+    gl.atomic_add(n_out + comps, n.to(gl.float64), sem="relaxed")
+    su_lanes = gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, mma))
+    gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + su_lanes[:, None], su.to(gl.float64), sem="relaxed")
+
+
+def refusal(X, W, cfg) -> str | None:
+    """Why this kernel cannot take the pass (None when it can): d_pad = 32 with d a multiple of 4 (TMA's
+    16-byte row stride, rows contiguous), component tiles of 32 or 64 dividing K_pad, a Hopper GPU."""
+    d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
+    if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or cfg.block_k not in (32, 64) or k_pad % cfg.block_k:
+        return (f"the warp-specialized pass 2 takes d_pad = 32 with d a multiple of 4 (rows contiguous) and "
+                f"component tiles of 32 or 64 dividing K_pad; got d = {d}, K_pad = {k_pad}, block_k = {cfg.block_k}")
+    if not X.is_cuda or torch.cuda.get_device_capability(X.device)[0] != 9:
+        return f"the warp-specialized pass 2 needs a Hopper GPU (sm_90); X is on {X.device}"
+    return None
+
+
+def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
+    """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
+    n, [s | u] += the statistics of Gamma = exp(S - L)."""
+    from kernels.launch import program_count
+    from kernels.two_pass import statistics_grid
+
+    why = refusal(X, W, cfg)
+    if why:
+        raise ValueError(why)
+    N, d = X.shape
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
+    block_n, block_k = 64, cfg.block_k  # one warpgroup: wgmma's M = 64 rows (score) and 64 lanes (statistics)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [block_n, d_pad], layout)
+    n_tiles = triton.cdiv(N, block_n)
+    k_tiles, n_splits = statistics_grid(K, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
+    # 4 + 4 warps (the loader's warpgroup); at 128 registers per thread two programs fit an SM and the
+    # compute warpgroup gets what the loader does not take: (128 * 8 - 24 * 4) / 4 = 232 (sm_90 compile:
+    # no spills, 99 KB shared at 64 components, 66 KB at 32)
+    _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
+                                               K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
+                                               STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
+                                               maxnreg=128)
+
+
+def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
+    """n, s, u of the components ``comps`` in float64 from the same lift (W, b) and normalizer L that the
+    kernels use, and sum_i Gamma |x - c| (the scale of s, whose terms cancel): what either pass 2 approximates."""
+
+    d = X.shape[1]
+    d_pad = W.shape[0] // 2
+    Wc = torch.cat([W[:d, comps], W[d_pad : d_pad + d, comps]]).double()
+    n, s, u, a = (torch.zeros(len(comps), *shape, dtype=torch.float64, device=X.device) for shape in ((), (d,), (d,), (d,)))
+    for r0 in range(0, X.shape[0], chunk):
+        xc = X[r0 : r0 + chunk].double() - center[:d].double()
+        g = torch.exp(torch.cat([xc, xc * xc], 1) @ Wc + b[comps].double() - L[r0 : r0 + chunk, None].double())
+        n += g.sum(0)
+        s += g.T @ xc
+        u += g.T @ (xc * xc)
+        a += g.T @ xc.abs()
+    return n, s, u, a
+
+
+def main(argv=None) -> None:
+    """python -m kernels.two_pass_ws [SHAPE ...]: the Triton pass 2 and the warp-specialized one on the same
+    lift and normalizer (the dispatch rule's launch config, with and without warp_specialized_pass2; the
+    warp-specialized one also at 2 programs per SM): ms (best of 10 launches by CUDA events) and each one's worst per-component error against float64
+    statistics of the first, a middle and the last component tile; one JSON line per shape."""
+    import json
+    import sys
+
+    from harness.data import make_dataset, shared_init
+    from kernels.dispatch import launch_config
+    from kernels.em import Workspace, data_center
+    from kernels.lift_kernel import lift_into
+    from kernels.measure import parse_shape, time_ms
+    from kernels.two_pass import normalizer_pass, statistics_pass
+
+    for name in (argv if argv is not None else sys.argv[1:]) or ["1M_512_32", "1M_1024_32", "1M_4096_32"]:
+        N, K, d = parse_shape(name)
+        X = make_dataset(N, K, d, 0, "cuda").X
+        init = shared_init(X, K, 0)
+        ws = Workspace(X, K, "two_pass")
+        ws.set_center(data_center(X, True))
+        params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
+        cfg = launch_config("two_pass", K, d)
+        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+        normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
+        comps = torch.cat([torch.arange(0, 64), torch.arange(K // 2, K // 2 + 64), torch.arange(K - 64, K)]).cuda()
+        n64, s64, u64, a64 = float64_statistics(X, ws.center, ws.W, ws.b, ws.L, comps)
+        row = {"shape": name, "programs_per_sm": cfg.programs_per_sm, "n_min": float(n64.min())}
+        triton_cfg = dataclasses.replace(cfg, warp_specialized_pass2=0)
+        runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, triton_cfg, "tf32x3", ws.L, ws.n,
+                                                  ws.su),
+                "ws": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n, ws.su),
+                "ws_2_per_sm": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K,
+                                                          dataclasses.replace(cfg, programs_per_sm=2), ws.L, ws.n, ws.su)}
+        n_all = {}
+        for label, run in runs.items():
+            ws.n.zero_()
+            ws.su.zero_()
+            run()
+            n, su = ws.n[:K].clone(), ws.su[:K].clone()
+            n_all[label] = n
+            row[f"{label}_nonfinite"] = int((~torch.isfinite(n)).sum() + (~torch.isfinite(su)).sum())
+            row[f"{label}_n_err"] = float(((n[comps] - n64).abs() / n64).max())
+            row[f"{label}_s_err"] = float(((su[comps, :d] - s64).abs() / a64).max())
+            row[f"{label}_u_err"] = float(((su[comps, D_PAD : D_PAD + d] - u64).abs() / u64).max())
+            row[f"{label}_ms"] = round(time_ms(run, 10), 4)
+        row["ws_vs_triton_n_all"] = float(((n_all["ws"] - n_all["triton"]).abs() / n_all["triton"]).max())
+        print(json.dumps(row), flush=True)
+
+if __name__ == "__main__":
+    main()
