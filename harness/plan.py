@@ -34,12 +34,21 @@ class ExperimentPlan:
     todo: list = field(default_factory=list)
 
 
-def _sweep(experiment: str) -> list[list[str]]:
-    """Override lists of the experiment's cells (the basic sweeper's cartesian product)."""
+def _sweep(experiment: str, extra=()) -> list[list[str]]:
+    """Override lists of the experiment's cells (the basic sweeper's cartesian product). As in Hydra's
+    basic sweeper, a command-line override of a swept key replaces that axis (``shape.d=32``), and one
+    with commas is an axis of its own; the other overrides apply to every cell."""
     spec = OmegaConf.load(REPO / "conf" / "experiment" / f"{experiment}.yaml")
-    params = OmegaConf.select(spec, "hydra.sweeper.params") or {}
-    axes = [[f"{k}={v.strip()}" for v in str(values).split(",")] for k, values in params.items()]
-    return [list(combo) for combo in itertools.product(*axes)]
+    params = {k: str(v) for k, v in (OmegaConf.select(spec, "hydra.sweeper.params") or {}).items()}
+    fixed = []
+    for override in extra:
+        key, _, value = override.partition("=")
+        if key in params or "," in value:
+            params[key] = value
+        else:
+            fixed.append(override)
+    axes = [[f"{k}={v.strip()}" for v in values.split(",")] for k, values in params.items()]
+    return [list(combo) + fixed for combo in itertools.product(*axes)]
 
 
 def _recorded_walls(results_root: Path) -> tuple[dict, dict]:
@@ -61,8 +70,8 @@ def plan(experiments: list[str], extra: list[str] = ()) -> list[ExperimentPlan]:
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         for exp in experiments:
             p = None
-            for overrides in _sweep(exp):
-                cfg = compose("config", overrides=[f"experiment={exp}", *overrides, *extra])
+            for overrides in _sweep(exp, extra):
+                cfg = compose("config", overrides=[f"experiment={exp}", *overrides])
                 if p is None:
                     p = ExperimentPlan(exp, _device_dir(cfg))
                     root = p.device_dir.parent

@@ -24,3 +24,13 @@ def test_plan_counts_recorded_cells_and_estimates_the_rest(tmp_path):
     assert p.upper_bound_cells == 12 and "12 cells counted at their timeout" in describe([p])
     (forced,) = plan(["smoke"], [f"results_dir={tmp_path}", "device_label=testdev", "force=true"])
     assert forced.done == 0 and len(forced.todo) == 18
+
+
+def test_a_command_line_override_of_a_swept_key_replaces_its_axis(tmp_path):
+    """Hydra's basic sweeper lets the command line win over the experiment's sweep: dispatch at
+    shape.d=32 for one algorithm is the 7 K values, not the 56 cells of the grid counted with d = 32."""
+    root = [f"results_dir={tmp_path}", "device_label=testdev"]
+    (p,) = plan(["dispatch"], [*root, "shape.d=32", "arm.options.algorithm=two_pass"])
+    assert p.cells == 7 and len(set(p.todo)) == 7 and all("_d32__algorithm=two_pass" in k for k in p.todo)
+    (t,) = plan(["table1"], [*root, "arm=turbo_gmm,pytorch", "shape=1M_32_32,4M_32_32,20M_32_32"])
+    assert t.cells == 6 and {k.split("__")[0] for k in t.todo} == {"turbo_gmm", "pytorch"}
