@@ -84,8 +84,8 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         # 33.9 ms (2 per SM: 320 programs, 1.2 waves) -> 29.2 (4: 576, 2.2) -> 23.5 (16: 2112, 8);
         # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged. At d_pad = 32 pass 2 is the
         # warp-specialized kernel (kernels/two_pass_ws.py; kernel_measure/ws_pass2_session15.jsonl, pass 2 alone):
-        # 2.23 -> 1.62 ms at 1M_512_32, 4.39 -> 3.21 at 1M_1024_32, 16.8 -> 12.0 at 1M_4096_32; 16 per SM
-        # as the Triton pass (at 2 per SM its float32 accumulators sum 6x more rows: s, u errors 6x larger).
+        # 2.29 -> 1.70 ms at 1M_512_32, 4.40 -> 3.28 at 1M_1024_32, 16.9 -> 12.2 at 1M_4096_32; 16 per SM
+        # as the Triton pass (at 2 per SM its float32 accumulators sum 8x more rows: s, u errors 6x larger).
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=256, normalizer_warps=8, warp_specialized_pass2=int(d_pad == 32))
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)

@@ -104,8 +104,8 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
         sq_hi = _tf32_high(sq)
         sq_lo = sq - sq_hi
         # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as pass 1 scores: the same
-        # sums in the same order, so S - L stays <= 0 (taken lane half by lane half, the exponent passed 88 at
-        # components whose variances were floored: Gamma = inf, NaN parameters at 1M_4096_32's 8th iteration)
+        # sums in the same order, so S - L stays <= 0. Taken lane half by lane half, the fit at 1M_4096_32 went
+        # NaN at its 8th iteration (our reading: Gamma = exp(S - L) overflowed at floored components)
         s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
         s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
         s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
@@ -214,7 +214,7 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     k_tiles, n_splits = statistics_grid(K, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
     # 4 + 4 warps (the loader's warpgroup); at 128 registers per thread two programs fit an SM and the
     # compute warpgroup gets what the loader does not take: (128 * 8 - 24 * 4) / 4 = 232 (sm_90 compile:
-    # no spills, 99 KB shared at 64 components, 66 KB at 32)
+    # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
                                                STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
@@ -224,7 +224,6 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
 def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
     """n, s, u of the components ``comps`` in float64 from the same lift (W, b) and normalizer L that the
     kernels use, and sum_i Gamma |x - c| (the scale of s, whose terms cancel): what either pass 2 approximates."""
-
     d = X.shape[1]
     d_pad = W.shape[0] // 2
     Wc = torch.cat([W[:d, comps], W[d_pad : d_pad + d, comps]]).double()
