@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import arms  # noqa: E402
-from harness.data import make_dataset, shared_init  # noqa: E402
+from kernels.datasets import make_dataset, shared_init  # noqa: E402
 from harness.results import write_diagnostic_csv  # noqa: E402
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from arms import Init
-from harness.data import generate_rows, validate_shape
+from kernels.records import Init
+from kernels.datasets import generate_rows, validate_shape
 from kernels.em import interpreter_mode
 from kernels.estep import BlockStatistics, Statistics, mstep_diag
 from kernels.streaming import rows_per_chunk, streamed_statistics

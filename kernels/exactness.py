@@ -28,7 +28,7 @@ import mpmath
 import numpy as np
 import torch
 
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 from kernels import reference as ref
 from kernels.dispatch import launch_config
 from kernels.em import Workspace, estep_statistics

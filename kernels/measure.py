@@ -16,7 +16,7 @@ import sys
 import torch
 
 import kernels
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 from harness.results import write_diagnostic_csv
 from kernels.dispatch import launch_config
 from kernels.launch import parse_config

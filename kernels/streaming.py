@@ -138,7 +138,7 @@ def _benchmark(argv=None) -> None:
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("the streaming benchmark needs a CUDA GPU")
-    from harness.data import generate_rows
+    from kernels.datasets import generate_rows
 
     dev = torch.device("cuda")
     X = np.empty((a.N, a.d), np.float32)

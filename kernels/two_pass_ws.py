@@ -246,7 +246,7 @@ def main(argv=None) -> None:
     import json
     import sys
 
-    from harness.data import make_dataset, shared_init
+    from kernels.datasets import make_dataset, shared_init
     from kernels.dispatch import launch_config
     from kernels.em import Workspace, data_center
     from kernels.lift_kernel import lift_into

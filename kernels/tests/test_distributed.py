@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.data import generate_rows, make_dataset, shared_init
+from kernels.datasets import generate_rows, make_dataset, shared_init
 from harness.tests.conftest import REPO
 from kernels import fit
 from kernels import reference as ref
