@@ -148,7 +148,7 @@ def collect(exp_dir: Path) -> Path:
 
 
 def write_diagnostic_csv(path, rows: list[dict]) -> None:
-    """Rows of a diagnostic (kernels.measure, harness.kernel_profile) whose keys vary by row
+    """Rows of a diagnostic (harness.studies.measure, harness.studies.kernel_profile) whose keys vary by row
     (an error row has fewer): the columns are every key, in first-seen order."""
     keys = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="") as f:

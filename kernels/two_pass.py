@@ -152,14 +152,14 @@ def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
-    """Pass 1's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    """Pass 1's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
                 BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision,
                 SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
-    """Pass 2's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    """Pass 2's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
