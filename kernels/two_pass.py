@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count
+from kernels.launch import LaunchConfig, program_count, statistics_grid
 from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
@@ -141,14 +141,6 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     k_tiles, n_splits = statistics_grid(K, meta["BLOCK_K"], program_count(n_tiles, X.device, cfg.programs_per_sm))
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
-
-
-def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
-    """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
-    per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
-    keeps a whole-waves target from spilling a few programs into an extra, nearly empty wave."""
-    k_tiles = triton.cdiv(K, block_k)
-    return k_tiles, max(1, programs // k_tiles)
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

@@ -26,6 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernels.launch import program_count, statistics_grid
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
@@ -197,9 +198,6 @@ def refusal(X, W, cfg) -> str | None:
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
     n, [s | u] += the statistics of Gamma = exp(S - L)."""
-    from kernels.launch import program_count
-    from kernels.two_pass import statistics_grid
-
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)
