@@ -75,8 +75,9 @@ def test_pass_two_grid_never_exceeds_its_program_target():
 
 
 def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
-    """parse_config (the --config of harness.studies.measure and resources): every field by name, typed as LaunchConfig declares it; a name that is not a
-    field (e.g. stats_by_lanes, removed with its second orientation) is refused with the list of fields."""
+    """parse_config (the --config of harness.studies.measure and resources): every field by name, typed as
+    LaunchConfig declares it; a name that is not a field (e.g. stats_by_lanes, removed with its second
+    orientation) is refused with the list of fields."""
     from kernels.launch import LaunchConfig, parse_config
 
     cfg = parse_config("block_n=32,num_stages=1,programs_per_sm=0.5,normalizer_block_n=256,max_registers=168")
