@@ -1,6 +1,6 @@
 """scikit-learn ``GaussianMixture(covariance_type="diag")``, on the GPU through array-API dispatch.
 
-Driven as baselines.md section 1 verified: ``init_params="random"`` with all three
+Driven as arms/README.md describes: ``init_params="random"`` with all three
 ``*_init`` given (then no initialization runs at all), ``precisions_init = 1/V``,
 ``tol=0`` and ``max_iter=n_iter``, ``n_init=1``. With ``tol=0`` the stop test
 ``abs(change) < tol`` is never true (NaN compares false too), so exactly

@@ -1,7 +1,7 @@
 """Plain float64 NumPy EM for diagonal GMMs: the oracle every kernel and arm is tested against.
 
 Centered score (2), log-sum-exp normalizer (3), statistics (4) and the M-step (5)
-of DESIGN.md, computed directly, without the lift, so that it checks the lift too.
+of the paper, computed directly, without the lift, so that it checks the lift too.
 """
 from __future__ import annotations
 
