@@ -1,6 +1,6 @@
 """gmmx 0.7 (JAX): ``EMFitter.fit`` on a ``GaussianMixtureModelJax`` built from the shared init.
 
-Driven as its 0.7 source reads (arms/README.md, "Library arms"): ``from_squeezed(means, covariances=V,
+Driven as arms/README.md describes: ``from_squeezed(means, covariances=V,
 weights, covariance_type="diag")`` (gmmx's diagonal "covariances" are variances)
 and ``EMFitter(max_iter=n_iter, tol=0.0, reg_covar)``. ``fit`` is one jitted
 ``lax.while_loop`` whose condition is ``n_iter < max_iter and |ll - ll_prev| >= tol``:

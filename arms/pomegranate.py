@@ -1,6 +1,6 @@
 """pomegranate 1.1.2: ``GeneralMixtureModel`` of diagonal ``Normal`` components.
 
-Driven as its 1.1.2 source reads (arms/README.md, "Library arms"): one ``Normal(means=M[k], covs=V[k],
+Driven as arms/README.md describes: one ``Normal(means=M[k], covs=V[k],
 covariance_type="diag")`` per component (``covs`` are variances), ``priors=pi``,
 ``max_iter=n_iter`` and ``tol=-inf``. The loop summarizes, then breaks if
 ``improvement < tol``, then runs the M-step; with tol=0 a tiny negative float32

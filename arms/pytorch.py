@@ -2,8 +2,8 @@
 
 This is the dataflow every library uses, without any library's overheads: per
 iteration it writes the N x K score S to memory (two matmuls, against X and the
-N x d temporary X*X, plus a per-component offset: the expanded, lifted form
-of the paper's Lemma 1), normalizes it by a row log-sum-exp into a second N x K array Gamma,
+N x d temporary X*X, plus a per-component offset: the expanded form of
+the paper's score (2)), normalizes it by a row log-sum-exp into a second N x K array Gamma,
 reduces Gamma to the statistics n = Gamma.sum(0), s = Gamma^T X and
 u = Gamma^T (X*X), and applies the M-step with ``reg_covar`` and scikit-learn's
 ``n_k + 10*eps64`` guard. In float32 that guard is a no-op unless n_k == 0

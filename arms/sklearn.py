@@ -1,7 +1,6 @@
 """scikit-learn ``GaussianMixture(covariance_type="diag")``, on the GPU through array-API dispatch.
 
-Driven as its 1.9.1 source reads (arms/README.md, "Library arms"; the step counts are tested
-in arms/tests/test_library_arms.py): ``init_params="random"`` with all three
+Driven as arms/README.md describes: ``init_params="random"`` with all three
 ``*_init`` given (then no initialization runs at all), ``precisions_init = 1/V``,
 ``tol=0`` and ``max_iter=n_iter``, ``n_init=1``. With ``tol=0`` the stop test
 ``abs(change) < tol`` is never true (NaN compares false too), so exactly

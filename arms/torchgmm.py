@@ -2,8 +2,8 @@
 
 The estimator ``torchgmm.bayes.GaussianMixture`` cannot start from a given
 (weights, variances): it re-estimates both from hard assignments to the initial
-means, and it runs two epochs per EM iteration (read in its 0.1.4 source; arms/README.md,
-"Library arms"). So we set the ``GaussianMixtureModel``'s buffers from the shared init
+means, and it runs two epochs per EM iteration. So (arms/README.md, the torchgmm row)
+we set the ``GaussianMixtureModel``'s buffers from the shared init
 (``precisions_cholesky = V^-1/2`` for "diag") and fit
 ``GaussianMixtureLightningModule(model, convergence_tolerance=0.0,
 covariance_regularization=reg_covar, is_batch_training=False)`` with a

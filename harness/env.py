@@ -55,8 +55,8 @@ def git_commit() -> str:
     """``TURBO_GMM_COMMIT`` if set, else HEAD with ``+dirty`` when tracked files have uncommitted changes.
 
     Whoever ships a copy of the tree to a GPU node knows which commit it is and says so in
-    ``TURBO_GMM_COMMIT``; the copy's own ``.git`` may be missing or stale (session 14's was the
-    session's first commit, so its rows read ``b008ea0+dirty`` for a later commit's tree)."""
+    ``TURBO_GMM_COMMIT``; the copy's own ``.git`` may be missing or stale (0dee9a7's tree ran on 2026-11-30
+    with the ``.git`` of b008ea0, so its rows read ``b008ea0+dirty`` for a later commit's tree)."""
     if shipped := os.environ.get("TURBO_GMM_COMMIT"):
         return shipped
     def git(*args):

@@ -60,12 +60,12 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
         if d_pad == 32 and k_pad >= 64:
-            # results/h200/kernel_measure/tune_session11_*.csv: the tiles below need 122 KB (32 rows x 2 stages at
+            # results/h200/kernel_measure/tune_*_e5c5ab2.csv (2026-11-30): the tiles below need 122 KB (32 rows x 2 stages at
             # K_pad 128) and 131 KB (64 rows x 3 stages at K_pad 64) of shared memory, so one program fits per SM;
             # one stage of 32 rows fits two: 1M_128_32 1.09 -> 0.82 ms, 4M_64_32 2.13 -> 2.05 ms per iteration.
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
         if d_pad == 64 and k_pad <= 32:
-            # results/h200/kernel_measure/*session13*.csv, the lift's halves contracted apart: at K_pad 16 a
+            # results/h200/kernel_measure/*_2026-11-30_f9e8316.csv, the lift's halves contracted apart: at K_pad 16 a
             # 168-register cap fits three programs per SM (4M_16_64 1.83 -> 1.62 ms); at K_pad 32, 64 rows
             # in two stages (4M_32_64 2.24 -> 1.52 ms).
             if k_pad == 16:
@@ -77,13 +77,13 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
     if d_pad >= 128:
         return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)
     if d_pad <= 32:
-        # results/h200/kernel_measure/m_session10_*.csv. Pass 1 at 256 rows x 8 warps: 2.15 -> 1.32 ms at
+        # results/h200/kernel_measure/m_*_2026-11-30_cd90398.csv. Pass 1 at 256 rows x 8 warps: 2.15 -> 1.32 ms at
         # 1M_512_32, 16.0 -> 9.5 ms at 1M_4096_32. Pass 2 fits two CTAs per SM (240 registers, 115 KB shared
         # memory), 264 at once; 16 programs per SM = 2112 = 8 full waves, and the component-tile counts of
         # K = 512, 1024, 4096 (8, 16, 64) all divide it, so no wave runs part-empty: pass 2 at 1M_4096_32
         # 33.9 ms (2 per SM: 320 programs, 1.2 waves) -> 29.2 (4: 576, 2.2) -> 23.5 (16: 2112, 8);
         # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged. At d_pad = 32 pass 2 is the
-        # warp-specialized kernel (kernels/two_pass_ws.py; kernel_measure/ws_pass2_session15.jsonl, pass 2 alone):
+        # warp-specialized kernel (kernels/two_pass_ws.py; kernel_measure/ws_pass2_2026-11-30_0b70456.jsonl, pass 2 alone):
         # 2.29 -> 1.70 ms at 1M_512_32, 4.40 -> 3.28 at 1M_1024_32, 16.9 -> 12.2 at 1M_4096_32; 16 per SM
         # as the Triton pass (at 2 per SM its float32 accumulators sum 8x more rows: s, u errors 6x larger).
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,

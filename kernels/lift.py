@@ -128,7 +128,7 @@ def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: 
 def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION: tl.constexpr, HALVES: tl.constexpr):
     """[s | u]^T += lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout
     to shared memory without bank conflicts (the transposed product stored the lifted tile transposed
-    with 8-way conflicts: ncu, session 12). HALVES: (x - c)^2 squared again from x - c's halves rather
+    with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again from x - c's halves rather
     than held across the exponentials."""
     s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
     if HALVES:

@@ -38,7 +38,7 @@ def _one_pass_kernel(
     # At d_pad >= 64 the lift's halves x - c and (x - c)^2 are contracted one at a time against W's halves
     # (and (x - c)^2 squared again after the exponentials rather than held across them): the widest operand
     # live at once halves, which removed the spills at d_pad >= 64; at d_pad <= 32 one 2*d_pad-wide product
-    # is faster (results/h200/kernel_measure/*session13*: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
+    # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
     HALVES: tl.constexpr = D_PAD >= 64
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
     s_acc, u_acc = statistics_accumulators(D_PAD, K_PAD, HALVES)

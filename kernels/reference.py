@@ -1,9 +1,9 @@
 """Plain float64 NumPy EM for diagonal GMMs: the oracle every kernel and arm is tested against.
 
 Centered score (2), log-sum-exp normalizer (3), statistics (4) and the M-step (5)
-of the paper (§2), computed directly, without the lift, so that it checks the lift
-too; and the same statistics in 60-digit mpmath arithmetic (:func:`mp_estep`) for
-the tiny cases where float64 itself is the question.
+of the paper, computed directly, without the lift, so that it checks the lift too;
+and the same statistics in 60-digit mpmath arithmetic (:func:`mp_estep`) for the
+tiny cases where float64 itself is the question.
 """
 from __future__ import annotations
 
