@@ -29,7 +29,7 @@ _MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _MIX2 = 0x94D049BB133111EB - (1 << 64)
 _CHUNK = 1 << 24  # elements per generated chunk
 
-# Parameters of the generating mixture (documented in README "Data").
+# Parameters of the generating mixture (documented in harness/PROTOCOL.md, "Data").
 MEAN_SCALE = 3.0  # true means ~ N(0, MEAN_SCALE^2) per coordinate
 VAR_RANGE = (0.25, 1.0)  # true variances ~ U(VAR_RANGE)
 
