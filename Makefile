@@ -76,7 +76,7 @@ ifeq ($(HAS_GPU),yes)
 	for mod in exactness conditioning; do \
 	  out=results/$$dev/$$mod.csv; \
 	  if [ -f $$out ] && [ -z "$(FORCE)" ]; then echo "== $$mod: $$out exists, skipped (FORCE=1 redoes it)"; \
-	  else echo "== $$mod: python -m kernels.$$mod --out $$out"; $(VPY) -m kernels.$$mod --out $$out || exit 1; fi; \
+	  else echo "== $$mod: python -m harness.studies.$$mod --out $$out"; $(VPY) -m harness.studies.$$mod --out $$out || exit 1; fi; \
 	done; \
 	$(MAKE) --no-print-directory figures; \
 	echo "make reproduce took $$(( ($$(date +%s) - start) / 60 )) min. Outputs in results/$$dev/:"; \

@@ -16,56 +16,20 @@ An arm is one module here plus one YAML file in ``conf/arm/``. The module expose
     :class:`Fit`. The harness calls it once untimed (warm-up: JIT, autotuning) and
     then ``reps`` times under its clock; timing and memory live in the harness.
 
-``X`` is a float32 contiguous torch tensor on the cell's device, ``init`` an
-:class:`Init`, ``opts`` the arm's ``options`` mapping from its YAML plus
-``reg_covar`` and ``numerics``.
+``X`` is a float32 contiguous torch tensor on the cell's device, ``init`` a
+:class:`kernels.records.Init` (weights (K,), means (K, d), variances (K, d), float32 host
+arrays), ``opts`` the arm's ``options`` mapping from its YAML plus ``reg_covar`` and
+``numerics``. A :class:`kernels.records.Fit` holds the final weights (or ``None``), means and
+variances as the library returns them (torch, JAX or NumPy arrays), the iteration count the
+library reports and per-row ``info``. The records sit in ``kernels/records.py``, on the
+ground floor, because the harness, the library's distributed EM and every arm use them.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import numpy as np
-
-
-@dataclass(frozen=True)
-class Init:
-    """The shared starting point of every arm: float32 host arrays."""
-
-    weights: np.ndarray  # (K,)
-    means: np.ndarray  # (K, d)
-    variances: np.ndarray  # (K, d)
-
-
-@dataclass
-class Fit:
-    """Final parameters as the library returns them (torch, JAX or NumPy arrays).
-
-    ``n_iter`` is the iteration count the library itself reports (``None`` when it
-    reports none); the harness checks it against the requested count. ``info`` holds
-    per-row facts the arm knows best (algorithm, precision, device, autotune config).
-    """
-
-    weights: Any | None
-    means: Any
-    variances: Any
-    n_iter: int | None = None
-    info: dict = field(default_factory=dict)
-
-
-Prepared = Callable[[], Fit]
 
 
 def load(module_name: str):
     """Import an arm module by dotted name; ImportError propagates to the caller."""
     return importlib.import_module(module_name)
 
-
-def to_numpy(a) -> np.ndarray | None:
-    """Host float64 copy of a torch/JAX/NumPy array (None passes through)."""
-    if a is None:
-        return None
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
-    return np.asarray(a, dtype=np.float64)

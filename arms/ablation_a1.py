@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 RUNG = "A1"

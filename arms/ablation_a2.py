@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from arms import Init
+from kernels.records import Init
 from arms.ablation_a1 import materializing_prepare, normalized_statistics
 
 MEMORY = "torch"

@@ -7,7 +7,7 @@ with ``one_pass``. Needs a GPU, or TRITON_INTERPRET=1 on the CPU.
 """
 from __future__ import annotations
 
-from arms import Init
+from kernels.records import Init
 
 MEMORY = "torch"
 RUNG = "A3"

@@ -55,7 +55,7 @@ import time
 import weakref
 from pathlib import Path
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "arm"
 SHIM_SOURCE = Path(__file__).with_name("cuvs_shim.cpp")

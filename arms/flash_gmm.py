@@ -41,7 +41,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 REPO_ROOT = Path(__file__).resolve().parents[1]

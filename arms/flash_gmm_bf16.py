@@ -13,7 +13,7 @@ from typing import Mapping
 
 import torch
 
-from arms import Init
+from kernels.records import Init
 from arms.flash_gmm import MEMORY, RELEASED, check_available, prepare_variant  # noqa: F401  (MEMORY: contract)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "jax"
 

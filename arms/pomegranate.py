@@ -30,7 +30,7 @@ import copy
 import numpy as np
 import torch
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 

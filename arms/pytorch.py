@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 EPS64 = 2.220446049250313e-16  # float64 machine epsilon, as in scikit-learn's guard

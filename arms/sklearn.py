@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 

@@ -25,7 +25,7 @@ import logging
 
 import torch
 
-from arms import Fit, Init
+from kernels.records import Fit, Init
 
 MEMORY = "torch"
 

@@ -27,12 +27,13 @@ def prepare(X, init, n_iter, opts):
     import torch
 
     import kernels
-    from arms import Fit
+    from kernels.em import data_center
+    from kernels.records import Fit
 
     algorithm = opts.get("algorithm", "auto")
     precision = opts.get("precision", "tf32x3")
     params = tuple(torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
-    center = kernels.em.data_center(X, True)  # validates X; outside the timed fits
+    center = data_center(X, True)  # validates X; outside the timed fits
 
     def run() -> Fit:
         r = kernels.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,

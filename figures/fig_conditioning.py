@@ -3,7 +3,7 @@
     python -m figures.fig_conditioning results/h200/conditioning.csv
 
 Log-log (offset 0 drawn at the left edge, labelled), from the CSV of
-kernels/conditioning.py only. Writes fig_conditioning.png/.pdf beside the CSV.
+harness/studies/conditioning.py only. Writes fig_conditioning.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 

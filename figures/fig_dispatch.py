@@ -5,9 +5,10 @@
 Each cell is ms/iter of Algorithm 2 divided by ms/iter of Algorithm 3 (minimum
 over repetitions), on a log colour scale centred at 1 (blue: one pass faster).
 Cells where one_pass did not run show the failure (OutOfResources, timeout, ...)
-hatched. A dashed outline marks the paper's A100 rule, a black outline the cells where ``kernels.dispatch.choose_algorithm``
-picks one_pass for this device (the rule the kernels use), and the paper's two
-A100 probes at K_pad*d_pad = 4096, (32, 128) and (256, 16), are labelled.
+hatched. A dashed outline marks the paper's A100 rule (figures.claims), a black outline the cells where
+the kernels' own rule picks one_pass for this device (the CSV's ``dispatch_choice``, written when the
+harness collects it), and the paper's two A100 probes at K_pad*d_pad = 4096, (32, 128) and (256, 16),
+are labelled.
 Writes fig_dispatch.png/.pdf beside the CSV.
 """
 from __future__ import annotations
@@ -24,10 +25,9 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from figures import csv_to_figure_cli, save  # noqa: E402
+from figures.claims import a100_one_pass  # noqa: E402
 from figures.table1 import ms_per_iter  # noqa: E402
 from harness.results import read_csv  # noqa: E402
-from kernels.dispatch import a100_rule, choose_algorithm  # noqa: E402
-from kernels.lift import pow2_at_least_16  # noqa: E402
 
 PAPER_PROBES = {(32, 128): "A100: 14.7x faster", (256, 16): "A100: 17x slower"}
 
@@ -57,6 +57,15 @@ def ratio(cell: dict) -> float | None:
     if not a or not b or a["gate"] != "valid" or b["gate"] != "valid":
         return None
     return ms_per_iter(a) / ms_per_iter(b)
+
+
+def rule_choice(cell: dict, csv_path: Path) -> str:
+    """The kernels' dispatch choice at a cell, as the harness wrote it into the CSV."""
+    choices = {r.get("dispatch_choice") for r in cell.values()}
+    if len(choices) != 1 or not choices <= {"one_pass", "two_pass"}:
+        raise ValueError(f"{csv_path}: dispatch_choice {sorted(map(str, choices))} at one (K, d); "
+                         f"re-collect the CSV (python -m harness.results {Path(csv_path).with_suffix('')})")
+    return choices.pop()
 
 
 def device_name(csv_path: Path) -> str | None:
@@ -89,9 +98,9 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
                 if "one_pass" not in c and "two_pass" not in c:
                     text = "neither\nran"
                 ax.text(j, i, text, ha="center", va="center", fontsize=7)
-            if choose_algorithm(K, d, gpu) == "one_pass":
+            if c and rule_choice(c, csv_path) == "one_pass":
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="k", lw=2))
-            if a100_rule(pow2_at_least_16(K), pow2_at_least_16(d)):
+            if a100_one_pass(K, d):
                 ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor="tab:orange", lw=1.2, ls="--"))
             if (K, d) in PAPER_PROBES:
                 ax.text(j, i + 0.33, PAPER_PROBES[(K, d)], ha="center", va="center", fontsize=6, style="italic")

@@ -2,9 +2,13 @@
 
 A fit is valid iff its per-point log-likelihood and all its parameters are finite,
 every variance is positive and, for arms that return weights, |sum(pi) - 1| <= 1e-4
-(DESIGN.md, paper 5.1). The score uses the centered form
-(x - mu)^2 / v, not the lift, so the gate does not share the kernels' conditioning.
-It runs where X lives (float64 on the GPU when X is on cuda), chunked over rows.
+(the paper's validity rule, §5.1, with the float32 tolerance of this artifact). The score
+uses the centered form (x - mu)^2 / v, not the lift, so the gate does not share the
+kernels' conditioning. It runs where X lives (float64 on the GPU when X is on cuda),
+chunked over rows.
+
+The gate judges plain arrays (NumPy, or torch on any device) and imports nothing of the
+project: whoever hands it a library's output (a JAX array, say) converts it first.
 """
 from __future__ import annotations
 
@@ -13,8 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from arms import to_numpy
 
 WEIGHT_TOL = 1e-4
 LOG_2PI = math.log(2.0 * math.pi)
@@ -45,11 +47,17 @@ def _scores(x: torch.Tensor, logw, mu, tau, const) -> torch.Tensor:
     return logw[None] + const[None] - 0.5 * quad
 
 
+def _host64(a) -> np.ndarray | None:
+    """float64 NumPy copy of a NumPy or torch array (None passes through)."""
+    return None if a is None else torch.as_tensor(a).detach().to("cpu", torch.float64).numpy()
+
+
 def rescore(X: torch.Tensor, weights, means, variances, rows: np.ndarray | None = None,
             chunk_elems: int | None = None) -> Rescore:
-    """Per-point float64 log-likelihood of (weights, means, variances) on X, and the gate's reasons."""
-    m, v = to_numpy(means), to_numpy(variances)
-    w = to_numpy(weights)
+    """Per-point float64 log-likelihood of (weights, means, variances) on X, and the gate's reasons.
+
+    weights (K,) or None (an arm that returns none), means and variances (K, d): NumPy or torch arrays."""
+    w, m, v = (_host64(a) for a in (weights, means, variances))
     K, d = m.shape
     reasons = []
     if X.shape[1] != d or v.shape != (K, d) or (w is not None and w.shape != (K,)):

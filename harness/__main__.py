@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from harness.data import validate_shape
+from kernels.datasets import validate_shape
 from harness.runner import run_cell
 
 

@@ -5,8 +5,9 @@ Every cell writes one record, ``results/<device>/<experiment>/cells/<cell_key>.j
 The CSV ``results/<device>/<experiment>.csv`` is a pure function of those records:
 :func:`collect` rebuilds it from all of them under an exclusive file lock and replaces
 it atomically, so a killed sweep or parallel writers can neither lose nor duplicate
-a row. Derived columns (ms/iter statistics, bandwidth and roofline fractions, and the
-agreement with the shape's reference arm) are computed here, in one place.
+a row. Derived columns (ms/iter statistics, bandwidth and roofline fractions, the
+agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
+here, in one place.
 
     python -m harness.results results/h200/table1   # re-collect one experiment
 """
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 COLUMNS = [
     "device", "experiment", "arm", "label", "shape", "N", "K", "d", "regimes", "seed", "numerics",
-    "algorithm", "precision", "n_iter", "n_iter_reported", "reps", "timeout_s", "wall_s", "host_load", "rep_seconds",
+    "algorithm", "dispatch_choice", "precision", "n_iter", "n_iter_reported", "reps", "timeout_s", "wall_s", "host_load", "rep_seconds",
     "ms_per_iter_min", "ms_per_iter_median", "ms_per_iter_spread", "peak_mb", "peak_source",
     "nvml_peak_mb", "x_gb_per_s", "hbm_fraction", "roofline_fraction", "status", "gate",
     "ll_per_point", "sum_weights", "rel_ll_diff", "ari", "reference_arm", "data_checksum",
@@ -59,9 +60,20 @@ def write_npz_atomic(path: Path, **arrays) -> None:
     os.replace(tmp, path)
 
 
-def _rates(exp_dir: Path) -> dict:
+def _device_env(exp_dir: Path) -> dict:
+    """The device folder's env.json (empty when there is none)."""
     env = Path(exp_dir).parent / "env.json"
-    return json.loads(env.read_text()).get("probes", {}) if env.exists() else {}
+    return json.loads(env.read_text()) if env.exists() else {}
+
+
+def _derive_dispatch(rows: list[dict], gpu: str | None) -> None:
+    """dispatch_choice: the algorithm kernels.dispatch.choose_algorithm picks at the row's (K, d) on the
+    GPU the rows ran on (env.json), or on a machine without one, whatever arm the row is; the figures
+    draw the kernels' rule from this column, not from the kernels."""
+    from kernels.dispatch import choose_algorithm  # here: figures import this module, and import no kernels
+
+    for r in rows:
+        r["dispatch_choice"] = choose_algorithm(r["K"], r["d"], gpu or "no GPU")  # no GPU: the paper's A100 rule
 
 
 def _derive_timing(row: dict, rates: dict) -> None:
@@ -130,10 +142,12 @@ def collect(exp_dir: Path) -> Path:
             rec = json.loads(p.read_text())
             rec["cell_key"] = p.stem
             rows.append(rec)
-        rates = _rates(exp_dir)
+        env = _device_env(exp_dir)
+        rates = env.get("probes", {})
         order = arm_order()
         for r in rows:
             _derive_timing(r, rates)
+        _derive_dispatch(rows, env.get("gpu"))
         _derive_agreement(rows, exp_dir, order)
         rank = {a: i for i, a in enumerate(order)}
         rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], rank.get(r["arm"], len(rank)), r["arm"], r["cell_key"]))
@@ -148,7 +162,7 @@ def collect(exp_dir: Path) -> Path:
 
 
 def write_diagnostic_csv(path, rows: list[dict]) -> None:
-    """Rows of a diagnostic (kernels.measure, harness.kernel_profile) whose keys vary by row
+    """Rows of a diagnostic (harness.studies.measure, harness.studies.kernel_profile) whose keys vary by row
     (an error row has fewer): the columns are every key, in first-seen order."""
     keys = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="") as f:

@@ -21,7 +21,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness import env, results
-from harness.data import validate_shape
+from kernels.datasets import validate_shape
 
 REPO = Path(__file__).resolve().parents[1]
 _OOM = re.compile(r"OutOfMemoryError|MemoryError|RESOURCE_EXHAUSTED|out of memory", re.IGNORECASE)

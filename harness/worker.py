@@ -28,10 +28,10 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.set_float32_matmul_precision("highest")
 
-from arms import to_numpy  # noqa: E402
+from kernels.records import to_numpy  # noqa: E402
 from gate.rescore import label_rows, rescore  # noqa: E402
 from harness import env  # noqa: E402
-from harness.data import make_dataset, shared_init  # noqa: E402
+from kernels.datasets import make_dataset, shared_init  # noqa: E402
 from harness.memory import MB, NvmlSampler, PeakMeter  # noqa: E402
 from harness.results import write_json_atomic, write_npz_atomic  # noqa: E402
 
@@ -94,7 +94,7 @@ def run(spec: dict) -> dict:
     peak, source = meter.read()
 
     rows = label_rows(N, seed, spec["ari_rows"])
-    score = rescore(data.X, fit.weights, fit.means, fit.variances, rows)
+    score = rescore(data.X, to_numpy(fit.weights), to_numpy(fit.means), to_numpy(fit.variances), rows)  # plain arrays: the gate knows no JAX
     if fit.n_iter is not None and fit.n_iter != n_iter:
         score.reasons.append(f"stopped early ({fit.n_iter} of {n_iter} iterations)"
                              if fit.n_iter < n_iter else f"ran {fit.n_iter} of {n_iter} iterations")

@@ -4,18 +4,19 @@
 is the dispatch rule between Algorithm 2 (one sweep) and Algorithm 3 (two passes).
 ``GaussianMixture`` is the scikit-learn-compatible estimator on top of them.
 """
-from kernels.dispatch import choose_algorithm
-from kernels.em import FitResult, StepResult, em_step, fit
-from kernels.launch import LaunchConfig
+import importlib
 
-__all__ = ["em_step", "fit", "choose_algorithm", "LaunchConfig", "StepResult", "FitResult", "GaussianMixture"]
+_PUBLIC = {"em_step": "kernels.em", "fit": "kernels.em", "StepResult": "kernels.em", "FitResult": "kernels.em",
+           "choose_algorithm": "kernels.dispatch", "LaunchConfig": "kernels.launch",
+           "GaussianMixture": "kernels.estimator"}
+
+__all__ = list(_PUBLIC)
 
 
 def __getattr__(name):
-    """``GaussianMixture`` is imported on first use: it pulls in scikit-learn, which the
-    benchmark workers importing the kernels do not need."""
-    if name == "GaussianMixture":
-        from kernels.estimator import GaussianMixture
-
-        return GaussianMixture
+    """The public names are imported on first use: ``kernels.records`` and ``kernels.datasets``,
+    which every benchmark worker imports, must not pull in Triton (or, for ``GaussianMixture``,
+    scikit-learn) and with them the memory of a process that measures another library."""
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'kernels' has no attribute {name!r}")

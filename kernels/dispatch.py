@@ -49,7 +49,7 @@ def choose_algorithm(K: int, d: int, device: str | None = None) -> str:
 
 
 def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tile shape for a (K, d), measured on the H200 (kernels/measure.py, 2026-11-30).
+    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30).
 
     tf32x3 splits every dot operand in registers, so the kernels are register
     bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no

@@ -56,6 +56,14 @@ def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
     return max(1, min(n_tiles, int(per_sm * sm_count(device.index or 0))))
 
 
+def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
+    """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
+    per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
+    keeps a whole-waves target from spilling a few programs into an extra, nearly empty wave."""
+    k_tiles = -(-K // block_k)
+    return k_tiles, max(1, programs // k_tiles)
+
+
 def parse_config(text: str | None) -> LaunchConfig | None:
     """A launch config from 'field=value,...' of LaunchConfig's fields, e.g.
     'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""

@@ -122,7 +122,7 @@ def _wgmma_shared_memory_limit(device_index: int) -> int | None:
 
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """The kernel's compile-time parameters and launch options for these padded sizes
-    (what it runs with, and what kernels.resources compiles offline)."""
+    (what it runs with, and what harness.studies.resources compiles offline)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, num_warps=cfg.num_warps,
                 num_stages=cfg.num_stages, **cfg.register_cap())
 

@@ -1,12 +1,16 @@
 """Plain float64 NumPy EM for diagonal GMMs: the oracle every kernel and arm is tested against.
 
 Centered score (2), log-sum-exp normalizer (3), statistics (4) and the M-step (5)
-of the paper, computed directly, without the lift, so that it checks the lift too.
+of the paper, computed directly, without the lift, so that it checks the lift too;
+and the same statistics in 60-digit mpmath arithmetic (:func:`mp_estep`) for the
+tiny cases where float64 itself is the question.
 """
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 
+MP_DIGITS = 60
 LOG_2PI = float(np.log(2.0 * np.pi))
 EPS64 = float(np.finfo(np.float64).eps)
 
@@ -72,3 +76,32 @@ def em(X, weights, means, variances, n_iter: int, reg_covar: float = 1e-6):
 def mean_log_likelihood(X, weights, means, variances, chunk: int = 4096) -> float:
     """Per-point average of (1) in float64."""
     return estep(X, weights, means, variances, chunk)[3] / np.shape(X)[0]
+
+
+def mp_estep(X, w, m, v, digits: int = MP_DIGITS):
+    """Statistics (n, s, u, ell) in `digits`-digit arithmetic from the centered score (2)."""
+    with mpmath.workdps(digits):
+        N, d = X.shape
+        K = len(w)
+        n = [mpmath.mpf(0)] * K
+        s = [[mpmath.mpf(0)] * d for _ in range(K)]
+        u = [[mpmath.mpf(0)] * d for _ in range(K)]
+        ll = mpmath.mpf(0)
+        mm = [[mpmath.mpf(float(m[k, c])) for c in range(d)] for k in range(K)]
+        vv = [[mpmath.mpf(float(v[k, c])) for c in range(d)] for k in range(K)]
+        const = [mpmath.log(mpmath.mpf(float(w[k]))) - d * mpmath.log(2 * mpmath.pi) / 2
+                 - sum(mpmath.log(t) for t in vv[k]) / 2 for k in range(K)]
+        for i in range(N):
+            x = [mpmath.mpf(float(t)) for t in X[i]]
+            S = [const[k] - sum((x[c] - mm[k][c]) ** 2 / vv[k][c] for c in range(d)) / 2 for k in range(K)]
+            L = mpmath.log(sum(mpmath.exp(t) for t in S))
+            ll += L
+            for k in range(K):
+                g = mpmath.exp(S[k] - L)
+                n[k] += g
+                for c in range(d):
+                    s[k][c] += g * x[c]
+                    u[k][c] += g * x[c] ** 2
+        f = lambda a: np.array(a, dtype=np.float64)  # noqa: E731
+        return (f([float(t) for t in n]), f([[float(t) for t in r] for r in s]),
+                f([[float(t) for t in r] for r in u]), float(ll))

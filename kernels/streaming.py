@@ -12,16 +12,11 @@ kernels wait on the bus only when it is slower than they are. Device memory for
 X is therefore 2 x rows_per_chunk x d x 4 bytes whatever N is.
 
 Elsewhere (CPU fallback, Triton interpreter) the chunks are host views,
-converted only when the dtype differs.
-
-    python -m kernels.streaming --N 200000000 --d 32 --K 32 --max-device-bytes 3200000000
-benchmarks it (GPU): host-to-device bandwidth, then streamed and in-memory ms/iteration.
+converted only when the dtype differs. Its benchmark is harness/studies/streaming_bench.py.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -125,70 +120,3 @@ def host_column_mean(X: np.ndarray, rows: int = 1 << 16) -> np.ndarray:
     for r0, r1 in chunk_bounds(X.shape[0], rows):
         s += X[r0:r1].sum(0, dtype=np.float64)
     return s / X.shape[0]
-
-
-def _benchmark(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m kernels.streaming")
-    p.add_argument("--N", type=int, required=True)
-    p.add_argument("--d", type=int, required=True)
-    p.add_argument("--K", type=int, required=True)
-    p.add_argument("--max-device-bytes", type=int, required=True)
-    p.add_argument("--n-iter", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("the streaming benchmark needs a CUDA GPU")
-    from harness.data import generate_rows
-
-    dev = torch.device("cuda")
-    X = np.empty((a.N, a.d), np.float32)
-    step = max(1, (1 << 26) // a.d)
-    for r0 in range(0, a.N, step):  # generated on the GPU in slices, kept on the host
-        X[r0 : r0 + step] = generate_rows(a.K, a.d, a.seed, r0, min(a.N, r0 + step), dev).cpu().numpy()
-    X -= host_column_mean(X).astype(np.float32)
-    buf = torch.empty(min(a.N * a.d, 1 << 28), dtype=torch.float32, pin_memory=True)
-    dst = torch.empty_like(buf, device=dev)
-    dst.copy_(buf, non_blocking=True)
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(5):
-        dst.copy_(buf, non_blocking=True)
-    torch.cuda.synchronize()
-    h2d = 5 * buf.numel() * 4 / (time.perf_counter() - t) / 1e9
-    print(f"X {a.N}x{a.d} float32 = {X.nbytes / 1e9:.2f} GB on the host, budget {a.max_device_bytes / 1e9:.2f} GB "
-          f"({X.nbytes / a.max_device_bytes:.1f}x), pinned H2D {h2d:.1f} GB/s -> {1e3 * X.nbytes / 1e9 / h2d:.1f} ms/pass")
-    runs = [("streamed", a.max_device_bytes)]
-    if X.nbytes * 3 < torch.cuda.mem_get_info()[0]:
-        runs.append(("in-memory", None))
-    for name, budget in runs:
-        _time_iterations(X, a, name, budget)
-
-
-def _time_iterations(X, a, name, budget):
-    """ms per EM iteration (E-step over every chunk + M-step), each iteration timed on its
-    own after one untimed (compiling) iteration: the estimator's per-fit host work
-    (validation, the column-mean pass, initialization) stays out of the figure."""
-    from kernels.estep import mstep_diag
-    from kernels.estimator import _FitData
-
-    dev = torch.device("cuda")
-    data = _FitData(X, a.K, "triton", dev, budget, "auto", "tf32x3")
-    rows = np.sort(np.random.default_rng(a.seed).choice(X.shape[0], a.K, replace=False))
-    m = torch.as_tensor(X[rows], dtype=torch.float64, device=dev)
-    w = torch.full((a.K,), 1.0 / a.K, dtype=torch.float64, device=dev)
-    v = torch.as_tensor(X[: 1 << 16].var(0, dtype=np.float64), device=dev).expand(a.K, -1).contiguous()
-    ms = []
-    for i in range(1 + a.n_iter):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        w, m, v, _ = mstep_diag(data.statistics(w, m, v), X.shape[0], data.center, 1e-6)
-        torch.cuda.synchronize()
-        if i:
-            ms.append(1e3 * (time.perf_counter() - t))
-    chunks = f", chunks of {data.rows} rows" if data.streamed else ""
-    print(f"{name:9s}: {min(ms):8.2f} ms/iter min, {np.median(ms):8.2f} median "
-          f"({X.nbytes / 1e9 / (min(ms) / 1e3):.1f} GB/s of X){chunks}")
-
-
-if __name__ == "__main__":
-    _benchmark()

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count
+from kernels.launch import LaunchConfig, program_count, statistics_grid
 from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
@@ -143,23 +143,15 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
 
 
-def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
-    """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
-    per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
-    keeps a whole-waves target from spilling a few programs into an extra, nearly empty wave."""
-    k_tiles = triton.cdiv(K, block_k)
-    return k_tiles, max(1, programs // k_tiles)
-
-
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
-    """Pass 1's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    """Pass 1's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
                 BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision,
                 SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
-    """Pass 2's compile-time parameters and launch options (also what kernels.resources compiles)."""
+    """Pass 2's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())

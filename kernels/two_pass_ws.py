@@ -18,8 +18,6 @@ Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized 
 """
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -28,6 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernels.launch import program_count, statistics_grid
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
@@ -199,9 +198,6 @@ def refusal(X, W, cfg) -> str | None:
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
     n, [s | u] += the statistics of Gamma = exp(S - L)."""
-    from kernels.launch import program_count
-    from kernels.two_pass import statistics_grid
-
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)
@@ -236,56 +232,3 @@ def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
         u += g.T @ (xc * xc)
         a += g.T @ xc.abs()
     return n, s, u, a
-
-
-def main(argv=None) -> None:
-    """python -m kernels.two_pass_ws [SHAPE ...]: the Triton pass 2 and the warp-specialized one on the same
-    lift and normalizer (the dispatch rule's launch config, with and without warp_specialized_pass2; the
-    warp-specialized one also at 2 programs per SM): ms (best of 10 launches by CUDA events) and each one's worst per-component error against float64
-    statistics of the first, a middle and the last component tile; one JSON line per shape."""
-    import json
-    import sys
-
-    from harness.data import make_dataset, shared_init
-    from kernels.dispatch import launch_config
-    from kernels.em import Workspace, data_center
-    from kernels.lift_kernel import lift_into
-    from kernels.measure import parse_shape, time_ms
-    from kernels.two_pass import normalizer_pass, statistics_pass
-
-    for name in (argv if argv is not None else sys.argv[1:]) or ["1M_512_32", "1M_1024_32", "1M_4096_32"]:
-        N, K, d = parse_shape(name)
-        X = make_dataset(N, K, d, 0, "cuda").X
-        init = shared_init(X, K, 0)
-        ws = Workspace(X, K, "two_pass")
-        ws.set_center(data_center(X, True))
-        params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
-        cfg = launch_config("two_pass", K, d)
-        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
-        normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
-        comps = torch.cat([torch.arange(0, 64), torch.arange(K // 2, K // 2 + 64), torch.arange(K - 64, K)]).cuda()
-        n64, s64, u64, a64 = float64_statistics(X, ws.center, ws.W, ws.b, ws.L, comps)
-        row = {"shape": name, "programs_per_sm": cfg.programs_per_sm, "n_min": float(n64.min())}
-        triton_cfg = dataclasses.replace(cfg, warp_specialized_pass2=0)
-        runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, triton_cfg, "tf32x3", ws.L, ws.n,
-                                                  ws.su),
-                "ws": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K, cfg, ws.L, ws.n, ws.su),
-                "ws_2_per_sm": lambda: statistics_pass_ws(X, ws.center, ws.W, ws.b, K,
-                                                          dataclasses.replace(cfg, programs_per_sm=2), ws.L, ws.n, ws.su)}
-        n_all = {}
-        for label, run in runs.items():
-            ws.n.zero_()
-            ws.su.zero_()
-            run()
-            n, su = ws.n[:K].clone(), ws.su[:K].clone()
-            n_all[label] = n
-            row[f"{label}_nonfinite"] = int((~torch.isfinite(n)).sum() + (~torch.isfinite(su)).sum())
-            row[f"{label}_n_err"] = float(((n[comps] - n64).abs() / n64).max())
-            row[f"{label}_s_err"] = float(((su[comps, :d] - s64).abs() / a64).max())
-            row[f"{label}_u_err"] = float(((su[comps, D_PAD : D_PAD + d] - u64).abs() / u64).max())
-            row[f"{label}_ms"] = round(time_ms(run, 10), 4)
-        row["ws_vs_triton_n_all"] = float(((n_all["ws"] - n_all["triton"]).abs() / n_all["triton"]).max())
-        print(json.dumps(row), flush=True)
-
-if __name__ == "__main__":
-    main()

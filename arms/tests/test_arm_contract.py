@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import yaml
 
-from arms import to_numpy
-from harness.data import make_dataset, shared_init
+from kernels.records import to_numpy
+from kernels.datasets import make_dataset, shared_init
 from kernels import reference
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -121,7 +121,7 @@ if spec["order"] == "torch_first":  # torch's nvJitLink 13.0 is loaded before cu
 import arms.cuvs as cuvs
 reason = cuvs.preload()
 import numpy as np, torch
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 assert reason is None and cuvs.available() is None, (reason, cuvs.available())
 for i, (N, Kg, K, d) in enumerate(spec["shapes"]):
     X = make_dataset(N, Kg, d, seed=0, device="cuda").X

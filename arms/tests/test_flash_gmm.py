@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import arms.flash_gmm as fg
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 from kernels import reference as ref
 
 NO_SOURCE = "no Flash-GMM checkout: run make baselines"

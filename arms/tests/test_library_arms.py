@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import torch
 
-from arms import Fit, to_numpy
-from harness.data import make_dataset, shared_init
+from kernels.records import Fit, to_numpy
+from kernels.datasets import make_dataset, shared_init
 from kernels import reference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -161,8 +161,9 @@ import json, sys
 import numpy as np
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
-from arms import sklearn as arm, to_numpy
-from harness.data import make_dataset, shared_init
+from arms import sklearn as arm
+from kernels.records import to_numpy
+from kernels.datasets import make_dataset, shared_init
 N, K_gen, K, d, n_iter, reg, device, out = json.loads(sys.argv[1])
 X = make_dataset(N, K_gen, d, seed=0, device=device).X
 fit = arm.prepare(X, shared_init(X, K, seed=0), n_iter, {"reg_covar": reg, "numerics": "fp32", "array_api": True})()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from harness.results import collect, write_json_atomic, write_npz_atomic
-from kernels import conditioning
+from harness.studies import conditioning
 
 LABELS = {"turbo_gmm": "Turbo-GMM", "flash_gmm": "Flash-GMM", "pytorch": "PyTorch", "sklearn": "scikit-learn",
           "ablation_a1": "A1", "ablation_a2": "A2", "ablation_a3": "A3", "ablation_a4": "A4"}

@@ -29,6 +29,21 @@ def test_dispatch_figure_ratio_and_failed_cells(device_dir):
     assert_png_pdf(fig_dispatch.render(device_dir / "dispatch.csv"), device_dir, "fig_dispatch")
 
 
+def test_a100_rule_pads_to_lane_widths_and_holds_at_the_papers_probes():
+    """K_pad <= 128 and K_pad * d_pad <= 4096: (32, 128) one pass, (256, 16) not (the paper's two probes);
+    K and d count as their padded widths (K = 100 -> 128, d = 33 -> 64, d = 3 -> 16)."""
+    assert claims.a100_one_pass(32, 128) and not claims.a100_one_pass(256, 16)
+    assert claims.a100_one_pass(100, 32) and not claims.a100_one_pass(100, 33) and not claims.a100_one_pass(129, 3)
+    assert [claims.lane_width(n) for n in (1, 3, 16, 17, 100, 128, 129)] == [16, 16, 16, 32, 128, 128, 256]
+
+
+def test_dispatch_figure_reads_the_rule_from_the_csv_and_names_a_csv_without_it(tmp_path):
+    cell = {"one_pass": {"dispatch_choice": "one_pass"}, "two_pass": {"dispatch_choice": "one_pass"}}
+    assert fig_dispatch.rule_choice(cell, tmp_path / "dispatch.csv") == "one_pass"
+    with pytest.raises(ValueError, match="re-collect the CSV"):
+        fig_dispatch.rule_choice({"two_pass": {"K": "16"}}, tmp_path / "dispatch.csv")
+
+
 def test_dispatch_grid_places_an_unlabelled_failure_beside_a_two_pass_row():
     ok = {"K": "256", "d": "64", "algorithm": "two_pass", "status": "ok"}
     old = {"K": "256", "d": "64", "algorithm": "", "status": "fail (OutOfResources)"}

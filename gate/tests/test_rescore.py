@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gate.rescore import label_rows, rescore
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 from kernels import reference
 
 
@@ -74,6 +74,18 @@ def test_labels_are_argmax_on_the_fixed_subsample(fitted):
     r = rescore(X, w, m, v, rows, chunk_elems=64)
     expected = reference.log_prob(X.numpy()[rows], w, m, v).argmax(1)
     assert np.array_equal(r.labels, expected)
+
+
+def test_torch_parameters_are_judged_as_their_numpy_values(fitted):
+    """The gate takes torch tensors as they come from an arm (float32, tracking gradients) and
+    scores the same numbers a NumPy copy holds."""
+    X, w, m, v = fitted
+    t = [torch.tensor(a, dtype=torch.float32, requires_grad=True) for a in (w, m, v)]
+    r = rescore(X, *t)
+    want = rescore(X, *(a.detach().numpy() for a in t))
+    assert r.reasons == [] and r.ll_per_point == want.ll_per_point and r.sum_weights == want.sum_weights
+    t[2].data[1, 2] = -1.0
+    assert rescore(X, *t).reasons == ["non-finite LL", "non-positive variances"]
 
 
 def test_shape_mismatch_is_an_error_not_a_verdict(fitted):

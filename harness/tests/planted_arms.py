@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from arms import Fit
+from kernels.records import Fit
 from kernels import reference
 
 MEMORY = "torch"  # on a CPU the worker falls back to rss: the tests check both

@@ -10,7 +10,7 @@ import psutil
 import pytest
 import torch
 
-from harness.data import make_dataset, shared_init
+from kernels.datasets import make_dataset, shared_init
 from harness.results import read_csv
 from harness.runner import cell_key, classify, run_cell
 from harness.tests.conftest import PLANTED_CONF, REPO

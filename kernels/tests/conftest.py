@@ -1,9 +1,9 @@
-"""Shared fixtures: the device the kernels run on, a statistics runner (kernels/exactness.py) and tolerances."""
+"""Shared fixtures: the device the kernels run on, a statistics runner (kernels/testing.py) and tolerances."""
 import numpy as np
 import pytest
 import torch
 
-from kernels.exactness import kernel_statistics, problem  # noqa: F401 (shared with the exactness battery)
+from kernels.testing import kernel_statistics, problem  # noqa: F401 (shared with the exactness battery)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 PRECISIONS = ["ieee", "tf32x3"]

@@ -50,7 +50,8 @@ def test_large_k_pass_two_fills_whole_waves_on_the_h200():
     """At d <= 32 two CTAs of pass 2 fit per SM (264 resident on 132 SMs): its grid must be whole waves
     at the Table 1 shapes, or a part-empty last wave costs up to one wave's time (measured: 1M_4096_32
     pass 2 at 4 programs per SM, 2.2 waves, 29.2 ms; at 16, 8 waves, 23.5 ms)."""
-    from kernels.two_pass import statistics_grid, statistics_meta
+    from kernels.launch import statistics_grid
+    from kernels.two_pass import statistics_meta
 
     resident = 2 * 132
     for K in (512, 1024, 4096):
@@ -63,7 +64,7 @@ def test_large_k_pass_two_fills_whole_waves_on_the_h200():
 def test_pass_two_grid_never_exceeds_its_program_target():
     """Splits round down: k_tiles x splits stays within (target - k_tiles, target] whenever the
     target allows one split per tile, so a whole-waves target keeps its waves whole."""
-    from kernels.two_pass import statistics_grid
+    from kernels.launch import statistics_grid
 
     target = 16 * 132
     for K in range(64, 64 * 200, 64):
@@ -74,8 +75,9 @@ def test_pass_two_grid_never_exceeds_its_program_target():
 
 
 def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
-    """kernels.measure --config: every field by name, typed as LaunchConfig declares it; a name that is not a
-    field (e.g. stats_by_lanes, removed with its second orientation) is refused with the list of fields."""
+    """parse_config (the --config of harness.studies.measure and resources): every field by name, typed as
+    LaunchConfig declares it; a name that is not a field (e.g. stats_by_lanes, removed with its second
+    orientation) is refused with the list of fields."""
     from kernels.launch import LaunchConfig, parse_config
 
     cfg = parse_config("block_n=32,num_stages=1,programs_per_sm=0.5,normalizer_block_n=256,max_registers=168")

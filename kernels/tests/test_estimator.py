@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-from harness.data import make_dataset
+from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels import reference as ref
 

@@ -1,7 +1,7 @@
 """A 60-digit mpmath reference of (1)-(4) on tiny cases, both algorithms, both precisions."""
 import pytest
 
-from kernels.exactness import mp_estep
+from kernels.reference import mp_estep
 from kernels.tests.conftest import ALGORITHMS, assert_statistics_close, kernel_statistics, problem
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from harness.data import make_dataset
+from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels import reference as ref
 from kernels.estep import BlockStatistics

@@ -3,9 +3,16 @@
 X is drawn from a random K-component diagonal GMM with a counter-based generator
 (SplitMix64 on int64 tensors, Box-Muller in float64) so the same (shape, seed)
 gives the same X on a GPU and on a CPU up to the last bit of a libm call: a fit
-made on the H200 can be re-scored later on a laptop. X is centered (the lift's
-conditioning precondition, DESIGN.md) and generated in row chunks so the
+made on the H200 can be re-scored later on a laptop. X is centered (the lifted
+score loses relative accuracy as data move away from the origin: paper Appendix C,
+measured by harness/studies/conditioning.py) and generated in row chunks so the
 temporaries stay small next to X itself.
+
+This is the ground floor's module because its users stand on every floor above
+it: the harness's cells and studies, the arms' and the gate's tests, and the
+library's own tests and data-parallel EM (a rank generates only its shard,
+:func:`generate_rows`). It imports nothing of the project but
+:mod:`kernels.records`.
 """
 from __future__ import annotations
 
@@ -15,14 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from arms import Init
+from kernels.records import Init
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
 _MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _MIX2 = 0x94D049BB133111EB - (1 << 64)
 _CHUNK = 1 << 24  # elements per generated chunk
 
-# Parameters of the generating mixture (documented in README "Data").
+# Parameters of the generating mixture (documented in harness/PROTOCOL.md, "Data").
 MEAN_SCALE = 3.0  # true means ~ N(0, MEAN_SCALE^2) per coordinate
 VAR_RANGE = (0.25, 1.0)  # true variances ~ U(VAR_RANGE)
 

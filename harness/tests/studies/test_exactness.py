@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from kernels import exactness
+from harness.studies import exactness
 
 
 def test_quick_battery_writes_every_configuration(tmp_path):

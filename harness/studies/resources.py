@@ -6,7 +6,7 @@ memory per program, how many programs fit on one multiprocessor by each of those
 and the global atomics and memory barriers in the SASS. The register and shared-memory
 budget decides how many warps hide the exponentials and loads behind the tensor cores.
 
-    python -m kernels.resources --K 512 --d 32 --algorithm two_pass \\
+    python -m harness.studies.resources --K 512 --d 32 --algorithm two_pass \\
         --config block_n=64,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _cuobjdump() -> Path:
 def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None) -> list[dict]:
     """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
     if triton.knobs.runtime.interpret:
-        raise RuntimeError("kernels.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
+        raise RuntimeError("harness.studies.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
     cfg = cfg or launch_config(algorithm, K, d)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
@@ -106,7 +106,7 @@ def main(argv=None) -> None:
     p.add_argument("--d", type=int, required=True)
     p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
     p.add_argument("--precision", default="tf32x3", choices=("tf32x3", "ieee"))
-    p.add_argument("--config", action="append", default=[None], help="LaunchConfig as in kernels.measure (repeatable)")
+    p.add_argument("--config", action="append", default=[None], help="LaunchConfig as in harness.studies.measure (repeatable)")
     a = p.parse_args(argv)
     for text in a.config:
         for row in report(a.K, a.d, a.algorithm, a.precision, parse_config(text)):

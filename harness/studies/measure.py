@@ -1,7 +1,7 @@
 """Kernel-only and whole-iteration times, bandwidth, roofline fraction and the
 compiler's resource report (registers, spills, shared memory) per shape.
 
-    python -m kernels.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass] [--out FILE.csv]
+    python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass] [--out FILE.csv]
 
 Shapes are named N_K_d with K/M suffixes (20K = 20 000, 1M = 1 000 000). This is
 a diagnostic for kernel work on a GPU; the benchmark numbers of record come from
@@ -16,8 +16,8 @@ import sys
 import torch
 
 import kernels
-from harness.data import make_dataset, shared_init
 from harness.results import write_diagnostic_csv
+from kernels.datasets import make_dataset, shared_init
 from kernels.dispatch import launch_config
 from kernels.launch import parse_config
 from kernels.em import Workspace, data_center, resolve_algorithm

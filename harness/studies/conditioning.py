@@ -1,6 +1,6 @@
 """Conditioning case study (paper Appendix C): the lifted score's error as data leave the origin.
 
-    python -m kernels.conditioning --out results/<device>/conditioning.csv
+    python -m harness.studies.conditioning --out results/<device>/conditioning.csv
 
 At d = 64 the score of K components is evaluated in float32 two ways, the lifted
 form of Lemma 1 (x W1 - 0.5 (x*x) W2 + b, what Algorithm 1 and the kernels
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from harness import env
 
 OFFSETS = (0.0, 1e1, 1e2, 1e3, 1e4, 1e5)
 COLUMNS = ["offset", "N", "K", "d", "seed", "err_lifted", "err_centered", "lifted_over_centered", "reference",
@@ -53,8 +55,6 @@ def case_study(N: int = 4000, K: int = 16, d: int = 64, offsets=OFFSETS, seed: i
 
 
 def write_csv(rows, out: Path) -> Path:
-    from harness import env
-
     prov = {"numpy": np.__version__, "git_commit": env.git_commit(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:

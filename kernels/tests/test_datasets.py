@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.data import generating_mixture, make_dataset, shared_init
+from kernels.datasets import generating_mixture, make_dataset, shared_init
 
 
 def test_same_seed_gives_identical_data_and_init():

@@ -3,7 +3,7 @@ of offset against the centered form; its CSV carries every offset."""
 import csv
 import math
 
-from kernels import conditioning
+from harness.studies import conditioning
 
 
 def test_lifted_error_grows_a_decade_per_decade_and_centered_does_not(tmp_path):

@@ -1,0 +1,16 @@
+"""Studies and benchmarks of the kernels: they measure the library, so they stand above it.
+
+Each is a command-line entry point, ``python -m harness.studies.<name>``:
+
+- ``measure``: kernel-only and whole-iteration times, bandwidth and resources per shape (GPU);
+- ``exactness``: both algorithms at both precisions against 60-digit mpmath and float64 (§4);
+- ``conditioning``: the lifted score's error as data leave the origin (Appendix C; NumPy);
+- ``resources``: what the compiler makes of a launch configuration for sm_90 (no GPU needed);
+- ``kernel_profile``: device time per kernel of an arm's EM iteration (GPU);
+- ``ws_pass2``: the Triton pass 2 against the warp-specialized one (Hopper);
+- ``streaming_bench``: host-to-device bandwidth, streamed and in-memory ms/iteration (GPU);
+- ``distributed_bench``: data-parallel EM on the seeded data, under ``torchrun`` (GPUs or gloo).
+
+The benchmark numbers of record come from the harness (``python -m harness``); these are
+the diagnostics and case studies behind the kernels' design.
+"""
