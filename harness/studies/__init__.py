@@ -1,0 +1,1 @@
+"""Studies and benchmarks of the kernels and the estimator (GPU entry points: ``python -m harness.studies.<name>``)."""
