@@ -25,14 +25,14 @@ from kernels.launch import program_count
 FLOAT32_MAX = 3.4028234663852886e38
 COLUMN_TILE = 128  # columns per program: wider X is covered by a second grid axis
 TILE_ELEMENTS = 4096  # rows x columns of one tile (two float64 accumulators of this size per program)
-PROGRAMS_PER_SM = 4
+PROGRAMS_PER_SM = 2  # 128 registers x 8 warps: two programs fill an SM (sm_90 compile), so one wave
 
 
 @triton.jit
 def _column_sums_kernel(
     X, partial, bad,  # X (N, d) f32 contiguous; out: partial (P, 2, d) f64 = [sum x | sum x^2], bad (P, n_ct) int64
     N, d, rows_per_program,
-    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, FINITE_MAX: tl.constexpr,
 ):
     p = tl.program_id(0)
     ct = tl.program_id(1)
@@ -47,7 +47,7 @@ def _column_sums_kernel(
         rows = r0 + tl.arange(0, BLOCK_ROWS).to(tl.int64)
         ok = (rows < r_end)[:, None] & col_ok[None, :]
         x = tl.load(X + rows[:, None] * d + cols[None, :], mask=ok, other=0.0)
-        n_bad += (ok & ~(tl.abs(x) <= FLOAT32_MAX)).to(tl.int32)  # NaN compares false, +-inf exceeds the max
+        n_bad += (ok & ~(tl.abs(x) <= FINITE_MAX)).to(tl.int32)  # NaN compares false, +-inf exceeds the max
         x64 = x.to(tl.float64)
         s1 += x64
         s2 += x64 * x64
@@ -71,7 +71,8 @@ def column_sums(X: torch.Tensor):
     partial = torch.empty((programs, 2, d), dtype=torch.float64, device=X.device)
     bad = torch.empty((programs, col_tiles), dtype=torch.int64, device=X.device)
     _column_sums_kernel[(programs, col_tiles)](X, partial, bad, N, d, rows_per_program,
-                                               BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=8)
+                                               BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
+                                               FINITE_MAX=FLOAT32_MAX, num_warps=8)
     sums = partial.sum(0)
     return sums[0], sums[1], bad.sum()
 
