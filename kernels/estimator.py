@@ -388,9 +388,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             bad = torch.zeros((), dtype=torch.int64, device=device)
             for r0 in range(0, X.shape[0], rows):
                 r1 = min(X.shape[0], r0 + rows)
-                x = torch.as_tensor(X[r0:r1], device=device).double()
                 if tensor is not None:  # host arrays were checked by validate_data
+                    x = X[r0:r1].double()
                     bad += (~torch.isfinite(x).all(1)).sum()
+                else:
+                    x = torch.as_tensor(np.asarray(X[r0:r1], np.float64), device=device)
                 yield r0, r1, *log_responsibilities(x - center, w, m - center, v)
             if tensor is not None and int(bad):
                 raise ValueError(non_finite_message(X))
