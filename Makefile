@@ -41,9 +41,17 @@ venv: $(STAMP)
 
 # A GPU node keeps the CUDA torch/jax/triton of its image (the venv sees them); elsewhere
 # the CPU build of torch 2.13.0 and every pinned package are installed into .venv.
+# `python -m venv --system-site-packages` links the *base* interpreter's packages only: where
+# $(PYTHON) is itself a virtual environment (the H200 image's python3), its own torch, triton,
+# jax, numpy and PyYAML would be invisible. So .venv gets a .pth that adds every site directory
+# of $(PYTHON) (addsitedir: their own .pth files are processed too), after .venv's own.
 $(STAMP):
 ifeq ($(HAS_CUDA_TORCH),yes)
 	$(PYTHON) -m venv --system-site-packages $(VENV)
+	@site=$$($(VPY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	$(PYTHON) -c "import sys; [print(f'import site; site.addsitedir({p!r})') for p in sys.path \
+	  if p.endswith(('site-packages', 'dist-packages'))]" > $$site/parent-environment.pth && \
+	echo "$$site/parent-environment.pth: $(VENV) sees $$(grep -c addsitedir $$site/parent-environment.pth) site directories of $(PYTHON)"
 	@if [ -d $(WHEELHOUSE) ]; then $(MAKE) install-offline PYTHON=$(abspath $(VPY)); \
 	 else echo "no $(WHEELHOUSE)/: using the image's packages as they are (see make wheelhouse)"; fi
 else

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.column_sums import column_sums, non_finite_message
 from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
 from kernels.launch import LaunchConfig
 from kernels.lift import pow2_at_least_16
@@ -68,22 +69,15 @@ def check_data(X: torch.Tensor) -> None:
         raise ValueError(f"X must be on {want} (TRITON_INTERPRET={int(interpreter_mode())}), got {X.device}")
 
 
-def column_moments(X: torch.Tensor, rows_per_chunk: int = 1 << 18):
-    """(mean, std) per column in float64 and the number of rows holding NaN or Inf,
-    in one chunked read of X (temporaries stay a few MB whatever N is)."""
-    s1 = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
-    s2 = torch.zeros_like(s1)
-    bad = torch.zeros((), dtype=torch.int64, device=X.device)
-    for r0 in range(0, X.shape[0], rows_per_chunk):
-        x = X[r0 : r0 + rows_per_chunk].double()
-        ok = torch.isfinite(x).all(1)
-        bad += (~ok).sum()
-        x = x[ok]
-        s1 += x.sum(0)
-        s2 += (x * x).sum(0)
-    n_bad = int(bad)
-    if n_bad:
-        raise ValueError(f"X has {n_bad} of {X.shape[0]} rows with NaN or Inf; drop or impute them first")
+def column_moments(X: torch.Tensor):
+    """(mean, std) per column in float64, on X's device, after checking every entry is finite.
+
+    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares and the
+    non-finite count in one launch) and one host sync, to raise a ValueError that counts the
+    rows holding NaN or infinity."""
+    s1, s2, n_bad = column_sums(X)
+    if int(n_bad):
+        raise ValueError(non_finite_message(X))
     mean = s1 / X.shape[0]
     return mean, (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
 
@@ -256,6 +250,13 @@ def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg) -> _Graphe
             _GRAPHS.pop(next(iter(_GRAPHS)))
         _GRAPHS[key] = _GraphedLoop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
     return _GRAPHS[key]
+
+
+def forget_graphs(X: torch.Tensor) -> None:
+    """Drop the cached graphs of X: each holds X (and its workspace) alive until evicted, so a
+    caller that made X for one fit (the estimator's device copy of a host array) frees it here."""
+    for key in [k for k in _GRAPHS if k[0] == X.data_ptr() and k[1] == tuple(X.shape) and k[2] == X.device]:
+        del _GRAPHS[key]
 
 
 def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm: str = "auto",

@@ -10,18 +10,46 @@ Same parameters, methods, attributes and convergence rule as
   row blocks). ``backend_`` says which ran: "triton", "triton-interpreter" or
   "torch-cpu".
 * ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`).
-* ``max_device_bytes``: the device memory X may take. Larger data (a host array
-  or ``np.memmap``) is streamed through it in chunks each iteration
+* ``max_device_bytes``: the device memory a host X may take. Larger data (a host
+  array or ``np.memmap``) is streamed through it in chunks each iteration
   (:mod:`kernels.streaming`), summing float64 statistics before one M-step.
+* ``init_backend``: where the initialization runs. "torch": scikit-learn's
+  procedure for ``init_params`` in torch ops where X is (:mod:`kernels.initialization`:
+  k-means++ seeding and Lloyd's k-means on the GPU, float64 moments), from a
+  ``torch.Generator`` seeded by ``random_state`` -- the same procedure as
+  scikit-learn's, not the same draws. "sklearn": scikit-learn's own ``KMeans`` /
+  ``kmeans_plusplus`` / draws on the host, so both estimators start from identical
+  parameters. "auto": "torch" when X is on a CUDA device, else "sklearn".
 
-Every EM iteration is: E-step statistics (n, s, u, ell) at the current parameters
-(:mod:`kernels.estep`), then the M-step. ell is at the *incoming* parameters, and
-so is scikit-learn's lower bound of an iteration (it is the mean log-likelihood
-of the E-step that precedes the M-step), so ``lower_bound_ = ell / N`` of the
-last iteration, exactly scikit-learn's; convergence is ``|change| < tol``.
-Initialization reproduces scikit-learn's from the same ``random_state``
-(responsibilities from k-means, k-means++, random or random rows), so both
-estimators start from identical parameters.
+Data in and out (:mod:`kernels.arrays`). ``fit``, ``predict``, ``predict_proba``,
+``score``, ``score_samples``, ``bic``, ``aic`` take NumPy-like arrays, torch tensors
+(CPU or CUDA) and device arrays with DLPack or ``__cuda_array_interface__`` (CuPy,
+JAX); a device array is read where it is (no host round trip; it must be
+C-contiguous for ``fit``, and a dtype other than float32 is converted once on the
+device). Predictions come back in the input's framework and device: a torch tensor
+for a torch tensor, a CuPy/JAX array for a CuPy/JAX array, NumPy otherwise; ``score``,
+``bic`` and ``aic`` are floats. Fitted attributes are NumPy arrays, as scikit-learn's,
+and ``sample`` draws as scikit-learn does, on the host. A host array is copied to the
+device once (pinned memory, double-buffered). On the kernels' backends X is validated
+on the device in the same read that takes its column mean (:func:`kernels.em.column_moments`):
+non-finite input is a ValueError that counts the rows holding NaN or infinity.
+
+Every EM iteration is: E-step statistics (n, s, u, ell) at the current parameters,
+then the M-step. On the kernels' backends with X on the device an iteration is one
+replay of :func:`kernels.fit`'s captured CUDA graph (lift, sweep, M-step) followed by
+one read-back to the host of ell and the graph's parameter checks, the convergence
+test; streamed or on the CPU fallback it is :mod:`kernels.estep` per block. ell is at
+the *incoming* parameters, and so is scikit-learn's lower bound of an iteration (the
+mean log-likelihood of the E-step that precedes the M-step), so ``lower_bound_ = ell /
+N`` of the last iteration, exactly scikit-learn's; convergence is ``|change| < tol``.
+
+``fit_profile_`` (after a fit): the fit's wall seconds split by phase, from CUDA events
+on the compute stream where there is a GPU (no extra host sync) and the host clock
+elsewhere: ``transfer`` (host to device copy of X, or the dtype conversion of a device
+array), ``validation`` (the non-finite check and column moments), ``init`` (all
+initializations), ``em`` (all EM iterations), ``other`` (the rest: host-side
+validation, copies of the result) and ``total``; ``n_iter`` counts the EM iterations
+of all ``n_init`` starts.
 
 The kernels read float32: float64 input is rounded to float32 for the Triton
 backends (the CPU fallback keeps float64). Predictions (``predict``,
@@ -30,6 +58,7 @@ row blocks; only the returned arrays are full size.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import time
@@ -41,34 +70,42 @@ from sklearn.base import BaseEstimator, DensityMixin
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import assert_all_finite, check_array, check_is_fitted, validate_data
 
-from kernels.em import PRECISIONS, interpreter_mode
+from kernels.arrays import check_device_array, device_tensor, output_like, upload
+from kernels.column_sums import non_finite_message
 from kernels.dispatch import ALGORITHMS
-from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag, mstep_spherical
+from kernels.em import PRECISIONS, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
+from kernels.em import fit as em_fit
+from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag
+from kernels.initialization import initial_moments
 from kernels.streaming import CPU_BLOCK_BYTES, host_column_mean, rows_per_chunk, streamed_statistics
 
 COVARIANCE_TYPES = ("diag", "spherical")
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 DEVICES = ("auto", "cuda", "cpu")
+INIT_BACKENDS = ("auto", "torch", "sklearn")
 EPS64 = float(np.finfo(np.float64).eps)
 INIT_BLOCK_ROWS = 1 << 14
+PROFILE_PHASES = ("transfer", "validation", "init", "em")
 
 
 class GaussianMixture(DensityMixin, BaseEstimator):
     """Diagonal or spherical Gaussian mixture fitted by EM on the Turbo-GMM kernels.
 
     Parameters and fitted attributes are scikit-learn's (see the module docstring
-    for ``device``, ``algorithm``, ``precision`` and ``max_device_bytes``). Extra
-    fitted attributes: ``backend_``, ``algorithm_``, ``n_floored_`` (variance
-    entries floored at ``reg_covar`` over the fit, see :mod:`kernels.mstep`),
-    ``rows_per_chunk_`` (None when X was on the device at once).
+    for ``device``, ``algorithm``, ``precision``, ``max_device_bytes``, ``init_backend``
+    and the arrays taken and returned). Extra fitted attributes: ``backend_``,
+    ``algorithm_``, ``n_floored_`` (variance entries floored at ``reg_covar`` over the
+    fit, see :mod:`kernels.mstep`), ``rows_per_chunk_`` (None when X was on the device
+    at once), ``init_backend_`` ("torch" or "sklearn"), ``fit_profile_`` (seconds per
+    phase and iterations, see the module docstring).
     """
 
     def __init__(self, n_components=1, *, covariance_type="diag", tol=1e-3, reg_covar=1e-6, max_iter=100, n_init=1,
                  init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, random_state=None,
                  warm_start=False, verbose=0, verbose_interval=10, device="auto", algorithm="auto",
-                 precision="tf32x3", max_device_bytes=None):
+                 precision="tf32x3", max_device_bytes=None, init_backend="auto"):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.tol = tol
@@ -87,6 +124,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.algorithm = algorithm
         self.precision = precision
         self.max_device_bytes = max_device_bytes
+        self.init_backend = init_backend
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y=None):
@@ -105,46 +143,77 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return self.fit(X).predict(X)
 
     def _fit(self, X):
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        started = time.perf_counter()
+        tensor = device_tensor(X)
+        if tensor is not None and tensor.device.type == "cpu":  # a CPU tensor is a host array
+            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
         self._check_hyperparameters()
-        N, d = X.shape
+        backend, label, device = self._backend(tensor)
+        if tensor is not None:
+            check_device_array(tensor, min_samples=2, contiguous=True)
+            self.n_features_in_ = tensor.shape[1]
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:  # the kernels' backends check finiteness on the device, in the pass that takes the column mean
+            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
+                              ensure_all_finite=backend == "torch")
+        N, d = (tensor if tensor is not None else X).shape
         K = self.n_components
         if N < K:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = {K}, n_samples = {N}")
         init_w, init_m, init_p = self._checked_initial_parameters(d)
-        backend, label, device = self._backend()
-        data = _FitData(X, K, backend, device, self.max_device_bytes, self.algorithm, self.precision)
-        spherical = self.covariance_type == "spherical"
+        cuda = device.type == "cuda"
+        with torch.cuda.device(device) if cuda else contextlib.nullcontext():
+            clock = _PhaseClock(cuda, started)
+            data = _FitData(X if tensor is None else tensor, K, backend, device, self.max_device_bytes,
+                            self.algorithm, self.precision, self.reg_covar, clock)
+            try:
+                self._fit_data(data, init_w, init_m, init_p, clock)
+            finally:
+                data.release()
+        self.backend_ = label
+        self.algorithm_ = data.algorithm
+        self.rows_per_chunk_ = data.rows if data.streamed else None
 
+    def _fit_data(self, data, init_w, init_m, init_p, clock):
+        N, d = data.shape
+        K = self.n_components
+        spherical = self.covariance_type == "spherical"
         do_init = not (self.warm_start and hasattr(self, "converged_"))
         n_init = self.n_init if do_init else 1
         random_state = check_random_state(self.random_state)
+        init_backend = self._init_backend(data)
         progress = _Progress(self.verbose, self.verbose_interval)
         best = dict(lower_bound=-np.inf, converged=False, params=None, n_iter=0, lower_bounds=[], floored=0)
+        iterations = 0
         for init in range(n_init):
             progress.init_begin(init)
-            if do_init:
-                params = self._initial_parameters(X, random_state, init_w, init_m, init_p)
-            else:
-                params = (self.weights_, self.means_, self.covariances_)
-            w, m, v = (torch.as_tensor(np.asarray(a, np.float64), device=device) for a in params)
+            with clock.phase("init"):
+                if do_init:
+                    w, m, v = self._initial_parameters(data, init_backend, random_state, init_w, init_m, init_p)
+                else:
+                    w, m, v = (torch.as_tensor(a, dtype=torch.float64, device=data.device)
+                               for a in (self.weights_, self.means_, self.covariances_))
             lower_bound = -np.inf if do_init else self.lower_bound_
             lower_bounds, converged, floored, n_iter = [], False, 0, 0
-            for n_iter in range(1, self.max_iter + 1):
-                prev = lower_bound
-                st = data.statistics(w, m, v[:, None].expand(K, d) if spherical else v)
-                w, m, v, f = (mstep_spherical if spherical else mstep_diag)(st, N, data.center, self.reg_covar)
-                floored += int(f)
-                lower_bound = float(st.ll) / N
-                lower_bounds.append(lower_bound)
-                change = lower_bound - prev
-                progress.iter_end(n_iter, change)
-                if abs(change) < self.tol:
-                    converged = True
-                    break
+            with clock.phase("em"):
+                for n_iter in range(1, self.max_iter + 1):
+                    prev = lower_bound
+                    w, m, v, f, ll = data.iterate(w, m, v[:, None].expand(K, d) if spherical else v)
+                    if spherical:  # scikit-learn's spherical variance: the feature-average of the diagonal one
+                        v = v.mean(1)
+                    floored += f
+                    lower_bound = ll / N
+                    lower_bounds.append(lower_bound)
+                    change = lower_bound - prev
+                    progress.iter_end(n_iter, change)
+                    if abs(change) < self.tol:
+                        converged = True
+                        break
+            iterations += n_iter
             if self.max_iter > 0:
                 progress.init_end(lower_bound, converged)
-            candidate = [a.cpu().numpy() for a in (w, m, v)]
+            candidate = (w, m, v)
             if self.max_iter == 0:
                 best.update(params=candidate, n_iter=0)
             elif lower_bound > best["lower_bound"] or best["lower_bound"] == -np.inf:
@@ -153,7 +222,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         if not best["converged"] and self.max_iter > 0:
             warnings.warn("Best performing initialization did not converge. Try different init parameters, or "
                           "increase max_iter, tol, or check for degenerate data.", ConvergenceWarning)
-        self.weights_, self.means_, self.covariances_ = best["params"]
+        self.weights_, self.means_, self.covariances_ = (a.cpu().numpy() for a in best["params"])
         self.precisions_cholesky_ = 1.0 / np.sqrt(self.covariances_)
         self.precisions_ = 1.0 / self.covariances_
         self.converged_ = best["converged"]
@@ -161,9 +230,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.lower_bound_ = best["lower_bound"]
         self.lower_bounds_ = best["lower_bounds"]
         self.n_floored_ = best["floored"]
-        self.backend_ = label
-        self.algorithm_ = data.block.algorithm
-        self.rows_per_chunk_ = data.rows if data.streamed else None
+        self.init_backend_ = init_backend
+        self.fit_profile_ = clock.profile(n_iter=iterations)
 
     def _check_hyperparameters(self):
         def integer(name, low):
@@ -184,7 +252,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         real("tol")
         real("reg_covar")
         for name, allowed in (("covariance_type", COVARIANCE_TYPES), ("init_params", INIT_PARAMS),
-                              ("device", DEVICES), ("precision", PRECISIONS), ("algorithm", ("auto",) + ALGORITHMS)):
+                              ("device", DEVICES), ("precision", PRECISIONS), ("algorithm", ("auto",) + ALGORITHMS),
+                              ("init_backend", INIT_BACKENDS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         if self.max_device_bytes is not None:
@@ -194,8 +263,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         """weights_init, means_init, precisions_init validated as scikit-learn does."""
         K = self.n_components
         w = m = p = None
+        weights_init, means_init, precisions_init = (
+            a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+            for a in (self.weights_init, self.means_init, self.precisions_init))
         if self.weights_init is not None:
-            w = check_array(self.weights_init, dtype=[np.float64, np.float32], ensure_2d=False)
+            w = check_array(weights_init, dtype=[np.float64, np.float32], ensure_2d=False)
             _check_shape(w, (K,), "weights")
             if (w < 0).any() or (w > 1).any():
                 raise ValueError(f"The parameter 'weights' should be in the range [0, 1], but got max value "
@@ -203,31 +275,65 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             if abs(1.0 - w.sum()) > (1e-6 if w.dtype == np.float32 else 1e-8):
                 raise ValueError(f"The parameter 'weights' should be normalized, but got sum(weights) = {w.sum():.5f}")
         if self.means_init is not None:
-            m = check_array(self.means_init, dtype=[np.float64, np.float32], ensure_2d=False)
+            m = check_array(means_init, dtype=[np.float64, np.float32], ensure_2d=False)
             _check_shape(m, (K, d), "means")
         if self.precisions_init is not None:
-            p = check_array(self.precisions_init, dtype=[np.float64, np.float32], ensure_2d=False)
+            p = check_array(precisions_init, dtype=[np.float64, np.float32], ensure_2d=False)
             _check_shape(p, (K, d) if self.covariance_type == "diag" else (K,), f"{self.covariance_type} precision")
             if (p <= 0).any():
                 raise ValueError(f"'{self.covariance_type} precision' should be positive")
         return w, m, p
 
-    def _backend(self):
-        """(statistics backend, label for backend_, torch device)."""
+    def _backend(self, tensor=None):
+        """(statistics backend, label for backend_, torch device) for X (``tensor``: X on a device)."""
         cuda = torch.cuda.is_available()
+        if tensor is not None:
+            if self.device == "cpu":
+                raise ValueError(f"X is on {tensor.device} but device='cpu': pass X.cpu() for the CPU fallback, or "
+                                 "device='auto' to fit where X is")
+            return "triton", "triton", tensor.device
         if self.device == "cpu" or (self.device == "auto" and not cuda and not interpreter_mode()):
             return "torch", "torch-cpu", torch.device("cpu")
         if cuda:
-            return "triton", "triton", torch.device("cuda")
+            return "triton", "triton", torch.device("cuda", torch.cuda.current_device())
         if interpreter_mode():
             return "triton", "triton-interpreter", torch.device("cpu")
         raise ValueError("device='cuda' needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels in Triton's "
                          "CPU interpreter); use device='cpu' or 'auto' for the CPU fallback")
 
-    def _initial_parameters(self, X, random_state, init_w, init_m, init_p):
-        """scikit-learn's initialization: responsibilities from ``init_params`` drawn
-        from ``random_state`` in the same order, then one M-step on them (float64,
-        in row blocks), overridden by the user's weights/means/precisions."""
+    def _init_backend(self, data):
+        if self.init_backend != "auto":
+            return self.init_backend
+        return "torch" if data.device.type == "cuda" and not data.streamed else "sklearn"
+
+    def _initial_parameters(self, data, init_backend, random_state, init_w, init_m, init_p):
+        """(weights, means, variances) float64 on the data's device: the responsibilities of
+        ``init_params`` and one M-step on them (scikit-learn's initialization), overridden by the
+        user's weights/means/precisions. Parameters the user gives all three of need no pass over X."""
+        if init_w is not None and init_m is not None and init_p is not None:
+            return tuple(torch.as_tensor(np.asarray(a, np.float64), device=data.device)
+                         for a in (init_w, init_m, 1.0 / np.asarray(init_p, np.float64)))
+        if init_backend == "torch":
+            seed = int(random_state.randint(np.iinfo(np.int32).max))
+            generator = torch.Generator(device=data.tensor.device).manual_seed(seed)
+            nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, generator,
+                                          data.center.to(data.tensor.device), data.column_variance_mean())
+            offset = data.center.to(data.tensor.device)
+        else:
+            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state))
+            offset = torch.zeros(data.shape[1], dtype=torch.float64)
+        nk = nk + 10 * EPS64
+        means = sx / nk[:, None]
+        cov = sxx / nk[:, None] - 2 * means * (sx / nk[:, None]) + means**2 + self.reg_covar
+        if self.covariance_type == "spherical":
+            cov = cov.mean(1)
+        params = (nk / data.shape[0] if init_w is None else init_w, means + offset if init_m is None else init_m,
+                  cov if init_p is None else 1.0 / np.asarray(init_p, np.float64))
+        return tuple(torch.as_tensor(a, dtype=torch.float64).to(data.device) for a in params)
+
+    def _host_moments(self, X, random_state):
+        """scikit-learn's initialization on the host, drawn from ``random_state`` in the same order:
+        the responsibilities' (n, s, u) in data coordinates (float64, in row blocks)."""
         N, d = X.shape
         K = self.n_components
         if self.init_params in ("random_from_data", "k-means++"):  # one row per component: no pass over X
@@ -236,36 +342,41 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             else:
                 _, indices = kmeans_plusplus(X, K, random_state=random_state)
             sx = np.asarray(X[indices], np.float64)
-            nk, sxx = np.ones(K), sx * sx
-        else:
-            if self.init_params == "kmeans":
-                labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X).labels_
-                resp_rows = lambda r0, r1: np.eye(K)[labels[r0:r1]]  # noqa: E731
-            else:  # "random": drawn block by block, rows ascending = scikit-learn's single draw
-                resp_rows = lambda r0, r1: _normalized(random_state.uniform(size=(r1 - r0, K)))  # noqa: E731
-            nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d))
-            for r0 in range(0, N, INIT_BLOCK_ROWS):
-                r1 = min(N, r0 + INIT_BLOCK_ROWS)
-                resp, x = resp_rows(r0, r1), np.asarray(X[r0:r1], np.float64)
-                nk += resp.sum(0)
-                sx += resp.T @ x
-                sxx += resp.T @ (x * x)
-        nk += 10 * EPS64
-        means = sx / nk[:, None]
-        cov = sxx / nk[:, None] - 2 * means * (sx / nk[:, None]) + means**2 + self.reg_covar
-        if self.covariance_type == "spherical":
-            cov = cov.mean(1)
-        weights = nk / N if init_w is None else init_w
-        return (np.asarray(weights, np.float64), np.asarray(means if init_m is None else init_m, np.float64),
-                cov if init_p is None else 1.0 / np.asarray(init_p, np.float64))
+            return np.ones(K), sx, sx * sx
+        if self.init_params == "kmeans":
+            labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X).labels_
+            resp_rows = lambda r0, r1: np.eye(K)[labels[r0:r1]]  # noqa: E731
+        else:  # "random": drawn block by block, rows ascending = scikit-learn's single draw
+            resp_rows = lambda r0, r1: _normalized(random_state.uniform(size=(r1 - r0, K)))  # noqa: E731
+        nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d))
+        for r0 in range(0, N, INIT_BLOCK_ROWS):
+            r1 = min(N, r0 + INIT_BLOCK_ROWS)
+            resp, x = resp_rows(r0, r1), np.asarray(X[r0:r1], np.float64)
+            nk += resp.sum(0)
+            sx += resp.T @ x
+            sxx += resp.T @ (x * x)
+        return nk, sx, sxx
 
     # --------------------------------------------------------------- prediction
     def _log_resp_blocks(self, X):
-        """(N, blocks): X validated now; blocks yields (r0, r1, log Gamma, L) per row
-        block, float64, computed on the fitted backend's device."""
+        """(N, out_device, blocks, output): X validated now; blocks yields (r0, r1, log Gamma, L) per
+        row block, float64 torch tensors on the device the rows are evaluated on (X's own for a
+        device array, else the fitted backend's); results are gathered on ``out_device`` (X's for a
+        device array, the host otherwise) and output(result) puts them in X's framework."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        _, _, device = self._backend()
+        output = output_like(X)
+        tensor = device_tensor(X)
+        if tensor is not None and tensor.device.type == "cpu":
+            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+        if tensor is not None:
+            check_device_array(tensor, min_samples=1, contiguous=False)
+            if tensor.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {tensor.shape[1]} features, but {type(self).__name__} is expecting "
+                                 f"{self.n_features_in_} features as input.")
+            X, device, out_device = tensor, tensor.device, tensor.device
+        else:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            device, out_device = self._backend()[2], torch.device("cpu")
         K, d = self.means_.shape
         rows = max(1, (self.max_device_bytes or CPU_BLOCK_BYTES) // (16 * d + 24 * K))
         w, m = (torch.as_tensor(a, device=device) for a in (self.weights_, self.means_))
@@ -274,39 +385,49 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         center = w @ m  # the mixture's mean: the expanded score is evaluated about it
 
         def blocks():
+            bad = torch.zeros((), dtype=torch.int64, device=device)
             for r0 in range(0, X.shape[0], rows):
                 r1 = min(X.shape[0], r0 + rows)
-                x = torch.as_tensor(np.asarray(X[r0:r1], np.float64), device=device) - center
-                yield r0, r1, *log_responsibilities(x, w, m - center, v)
-        return X.shape[0], blocks()
+                if tensor is not None:  # host arrays were checked by validate_data
+                    x = X[r0:r1].double()
+                    bad += (~torch.isfinite(x).all(1)).sum()
+                else:
+                    x = torch.as_tensor(np.asarray(X[r0:r1], np.float64), device=device)
+                yield r0, r1, *log_responsibilities(x - center, w, m - center, v)
+            if tensor is not None and int(bad):
+                raise ValueError(non_finite_message(X))
+        return X.shape[0], out_device, blocks(), output
+
+    def _evaluate(self, X, shape, dtype, result):
+        """Fill an array of ``shape`` (n_samples first) from ``result(log Gamma, L)`` block by block."""
+        N, out_device, blocks, output = self._log_resp_blocks(X)
+        out = torch.empty((N, *shape), dtype=dtype, device=out_device)
+        for r0, r1, lr, L in blocks:
+            out[r0:r1] = result(lr, L)
+        return output(out)
 
     def score_samples(self, X):
         """log p(x_i) under the fitted mixture, (n_samples,)."""
-        N, blocks = self._log_resp_blocks(X)
-        out = np.empty(N)
-        for r0, r1, _, L in blocks:
-            out[r0:r1] = L.cpu().numpy()
-        return out
+        return self._evaluate(X, (), torch.float64, lambda lr, L: L)
 
     def score(self, X, y=None):
         """Mean log-likelihood per sample."""
-        return float(np.mean(self.score_samples(X)))
+        return float(self._score_samples_tensor(X).mean())
+
+    def _score_samples_tensor(self, X):
+        N, out_device, blocks, _ = self._log_resp_blocks(X)
+        out = torch.empty(N, dtype=torch.float64, device=out_device)
+        for r0, r1, _, L in blocks:
+            out[r0:r1] = L
+        return out
 
     def predict(self, X):
         """Most probable component of each sample."""
-        N, blocks = self._log_resp_blocks(X)
-        out = np.empty(N, dtype=np.int64)
-        for r0, r1, lr, _ in blocks:
-            out[r0:r1] = lr.argmax(1).cpu().numpy()
-        return out
+        return self._evaluate(X, (), torch.int64, lambda lr, L: lr.argmax(1))
 
     def predict_proba(self, X):
         """Responsibilities (n_samples, n_components), computed block by block."""
-        N, blocks = self._log_resp_blocks(X)
-        out = np.empty((N, self.n_components))
-        for r0, r1, lr, _ in blocks:
-            out[r0:r1] = lr.exp().cpu().numpy()
-        return out
+        return self._evaluate(X, (self.n_components,), torch.float64, lambda lr, L: lr.exp())
 
     def _n_parameters(self):
         K, d = self.means_.shape
@@ -315,16 +436,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
     def bic(self, X):
         """Bayesian information criterion (lower is better)."""
-        ll = self.score_samples(X)
-        return -2 * ll.mean() * ll.shape[0] + self._n_parameters() * np.log(ll.shape[0])
+        ll = self._score_samples_tensor(X)
+        return float(-2 * ll.mean() * ll.shape[0] + self._n_parameters() * np.log(ll.shape[0]))
 
     def aic(self, X):
         """Akaike information criterion (lower is better)."""
-        ll = self.score_samples(X)
-        return -2 * ll.mean() * ll.shape[0] + 2 * self._n_parameters()
+        ll = self._score_samples_tensor(X)
+        return float(-2 * ll.mean() * ll.shape[0] + 2 * self._n_parameters())
 
     def sample(self, n_samples=1):
-        """(X (n_samples, d), component labels), drawn as scikit-learn draws them."""
+        """(X (n_samples, d), component labels), drawn as scikit-learn draws them (NumPy, on the host)."""
         check_is_fitted(self)
         if n_samples < 1:
             raise ValueError(f"Invalid value for 'n_samples': {n_samples}. The sampling requires at least one sample.")
@@ -335,6 +456,39 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                        for mean, cov, c in zip(self.means_, self.covariances_, counts)])
         y = np.concatenate([np.full(c, k, dtype=np.int64) for k, c in enumerate(counts)])
         return X, y
+
+
+class _PhaseClock:
+    """Seconds of a fit per phase. With CUDA, events recorded on the current stream at each
+    phase's ends, read after the fit's own last sync (no extra one); else the host clock."""
+
+    def __init__(self, cuda: bool, started: float):
+        self.cuda, self.started = cuda, started
+        self.spans = []  # (phase, begin, end)
+        self.begin = self._now()
+
+    def _now(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        begin = self._now()
+        yield
+        self.spans.append((name, begin, self._now()))
+
+    def profile(self, **extra) -> dict:
+        """{phase: seconds} for PROFILE_PHASES, 'other' (the rest of the wall time), 'total', and ``extra``."""
+        seconds = dict.fromkeys(PROFILE_PHASES, 0.0)
+        for name, begin, end in self.spans:
+            seconds[name] += begin.elapsed_time(end) / 1e3 if self.cuda else end - begin
+        seconds["total"] = time.perf_counter() - self.started
+        seconds["other"] = max(0.0, seconds["total"] - sum(seconds[p] for p in PROFILE_PHASES))
+        return {**seconds, **extra}
+
 
 class _Progress:
     """scikit-learn's verbose messages (verbose=1: iterations, 2: with times and ll change)."""
@@ -365,19 +519,24 @@ class _Progress:
 
 
 class _FitData:
-    """X where the E-step reads it: whole on the device, or streamed from the host
-    in chunks of ``rows`` when it exceeds ``max_device_bytes`` (always in blocks for
-    the torch fallback, whose temporaries are (rows, K))."""
+    """X where the E-step reads it, validated and with its column mean (``center``, the in-kernel
+    shift): whole on the device, or streamed from the host in chunks of ``rows`` when it exceeds
+    ``max_device_bytes`` (always in blocks for the torch fallback, whose temporaries are (rows, K)).
 
-    def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision):
+    X: a host array (validated by scikit-learn, finiteness aside on the kernels' backends) or a
+    tensor on the device (shape-checked). On the kernels' backends with X on the device, the copy
+    (``transfer``) and the one read for validation and centering (``validation``) are timed on
+    ``clock``; :meth:`iterate` is one replay of :func:`kernels.fit`'s graph."""
+
+    def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None):
+        clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
         N, d = X.shape
-        mean = host_column_mean(X)  # the in-kernel shift (kernels/em.py: center=True)
-        self.center = torch.as_tensor(mean, device=device)
-        self.block = BlockStatistics(K, d, self.center, backend, algorithm, precision)
-        self.device = device
+        self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
+        self.precision = precision
+        self._owned = False  # the tensor is the estimator's own copy (its cached graphs go with the fit)
         if backend == "triton":
-            resident = N * d * 4 + (N * 4 if self.block.algorithm == "two_pass" else 0)
-            self.streamed = max_device_bytes is not None and resident > max_device_bytes
+            resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, precision) == "two_pass" else 0)
+            self.streamed = not isinstance(X, torch.Tensor) and max_device_bytes is not None and resident > max_device_bytes
             self.dtype = torch.float32
         else:
             self.streamed = True
@@ -385,14 +544,64 @@ class _FitData:
         if self.streamed:
             self.X = X
             self.rows = rows_per_chunk(max_device_bytes or CPU_BLOCK_BYTES, d, K, backend)
+            with clock.phase("validation"):
+                if backend == "triton":
+                    assert_all_finite(X, input_name="X")
+                self.center = torch.as_tensor(host_column_mean(X), device=device)
+            self._std = None
         else:
-            self.X = torch.from_numpy(np.require(X, np.float32, ["C", "W"])).to(device)  # torch wants writable memory
+            with clock.phase("transfer"):
+                if isinstance(X, torch.Tensor):
+                    self.X = X if X.dtype == torch.float32 else X.to(torch.float32)
+                    self._owned = self.X is not X
+                else:
+                    self.X = upload(X, device)
+                    self._owned = True
+            with clock.phase("validation"):
+                self.center, self._std = column_moments(self.X)
             self.rows = N
+        self.block = BlockStatistics(K, d, self.center, backend, algorithm, precision)
+        self.algorithm = self.block.algorithm
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """X as a tensor for the initialization: the device copy, or a CPU view of the host array."""
+        return self.X if isinstance(self.X, torch.Tensor) else torch.from_numpy(np.require(self.X, requirements="W"))
+
+    def host(self) -> np.ndarray:
+        """X on the host, for scikit-learn's initialization (a device copy goes back once)."""
+        return self.X.cpu().numpy() if isinstance(self.X, torch.Tensor) else self.X
+
+    def column_variance_mean(self) -> float:
+        """Mean over columns of X's variance (scikit-learn's KMeans tolerance scale)."""
+        if self._std is not None:
+            return float((self._std**2).mean())
+        X = self.X
+        step = max(1, CPU_BLOCK_BYTES // (8 * X.shape[1]))
+        s2 = sum(np.square(np.asarray(X[r0 : r0 + step], np.float64) - self.center.cpu().numpy()).sum(0)
+                 for r0 in range(0, X.shape[0], step))
+        return float(np.mean(s2 / X.shape[0]))
 
     def statistics(self, w, m, v):
         if self.streamed:
             return streamed_statistics(self.X, self.block, (w, m, v), self.rows, self.device, self.dtype)
         return self.block(self.X, w, m, v)
+
+    def iterate(self, w, m, v):
+        """One EM iteration from (w, m, v (K, d)): (weights, means, variances (K, d), entries floored,
+        ell at the incoming parameters as a float) -- a replay of the captured graph when X is on the device."""
+        if self.backend == "triton" and not self.streamed:
+            r = em_fit(self.X, (w, m, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
+                       precision=self.precision, center=self.center)
+            return r.weights, r.means, r.variances, r.n_floored, float(r.log_likelihoods[0])
+        st = self.statistics(w, m, v)
+        w, m, v, f = mstep_diag(st, self.shape[0], self.center, self.reg_covar)
+        return w, m, v, int(f), float(st.ll)
+
+    def release(self) -> None:
+        """Drop the graphs :func:`kernels.fit` cached for the estimator's own copy of X (they hold it)."""
+        if self._owned:
+            forget_graphs(self.X)
 
 
 def _check_shape(a, shape, name):
@@ -402,4 +611,3 @@ def _check_shape(a, shape, name):
 
 def _normalized(r):
     return r / r.sum(1, keepdims=True)
-

@@ -9,7 +9,9 @@ Each is a command-line entry point, ``python -m harness.studies.<name>``:
 - ``kernel_profile``: device time per kernel of an arm's EM iteration (GPU);
 - ``ws_pass2``: the Triton pass 2 against the warp-specialized one (Hopper);
 - ``streaming_bench``: host-to-device bandwidth, streamed and in-memory ms/iteration (GPU);
-- ``distributed_bench``: data-parallel EM on the seeded data, under ``torchrun`` (GPUs or gloo).
+- ``distributed_bench``: data-parallel EM on the seeded data, under ``torchrun`` (GPUs or gloo);
+- ``estimator_e2e``: ``GaussianMixture.fit`` end to end from a host array and a CUDA tensor, with its time split (GPU);
+- ``kmeans_init_bench``: the device k-means++ / Lloyd initialization against flash-kmeans and cuVS (GPU).
 
 The benchmark numbers of record come from the harness (``python -m harness``); these are
 the diagnostics and case studies behind the kernels' design.

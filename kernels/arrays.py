@@ -1,0 +1,80 @@
+"""Arrays in and out of the estimator: torch tensors, DLPack and CUDA-array-interface arrays, host arrays.
+
+Data already on a GPU (a torch CUDA tensor, a CuPy or JAX array) is read where it
+is, through DLPack or ``__cuda_array_interface__`` (no copy, no host round trip),
+and results go back as arrays of the caller's framework on the caller's device
+(:func:`output_like`). Host arrays go through scikit-learn's validation and are
+copied to the device once (:func:`upload`: pinned, double-buffered chunks).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from kernels.streaming import device_chunks
+
+UPLOAD_CHUNK_BYTES = 64 << 20  # each of the two pinned buffers of an upload
+DLPACK_CPU = 1  # DLDeviceType kDLCPU
+
+
+def device_tensor(X):
+    """X as a torch tensor when it is a torch tensor (any device) or an array in device memory
+    (``__cuda_array_interface__``, or ``__dlpack__`` on a non-CPU device); None for host arrays
+    (NumPy, lists, pandas, CPU DLPack arrays), which take scikit-learn's validation."""
+    if isinstance(X, torch.Tensor):
+        return X.detach()
+    if isinstance(X, np.ndarray):
+        return None
+    if hasattr(X, "__cuda_array_interface__"):
+        return torch.as_tensor(X, device="cuda")
+    if hasattr(X, "__dlpack__") and hasattr(X, "__dlpack_device__"):
+        if int(X.__dlpack_device__()[0]) != DLPACK_CPU:
+            return torch.from_dlpack(X)
+    return None
+
+
+def output_like(X):
+    """A function giving a result (torch tensor or NumPy array) back in X's framework and device:
+    torch tensors for torch input (on X's device), the array namespace's ``from_dlpack`` for
+    other array-API arrays (CuPy, JAX), NumPy for NumPy and other host input."""
+    if isinstance(X, torch.Tensor):
+        return lambda r: torch.as_tensor(r, device=X.device)
+    if not isinstance(X, np.ndarray) and hasattr(X, "__array_namespace__"):
+        xp = X.__array_namespace__()
+        return lambda r: xp.from_dlpack(r.contiguous() if isinstance(r, torch.Tensor) else np.ascontiguousarray(r))
+    return lambda r: r.cpu().numpy() if isinstance(r, torch.Tensor) else r
+
+
+def check_device_array(X: torch.Tensor, *, min_samples: int, contiguous: bool) -> None:
+    """scikit-learn's shape checks for a device tensor, plus the kernels' needs (real dtype,
+    C-contiguous rows when ``contiguous``), each a ValueError that names the problem."""
+    if X.ndim != 2:
+        raise ValueError(f"Expected 2D array, got a {X.ndim}D {X.device} tensor of shape {tuple(X.shape)} instead")
+    if X.is_complex():
+        raise ValueError("Complex data not supported")
+    if X.shape[0] < min_samples:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) (shape={tuple(X.shape)}) while a minimum of "
+                         f"{min_samples} is required.")
+    if X.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required.")
+    if contiguous and not X.is_contiguous():
+        raise ValueError(f"X is a non-contiguous {X.device} tensor (shape {tuple(X.shape)}, strides {X.stride()}): "
+                         "the kernels read C-contiguous rows; pass X.contiguous() (a copy on the device)")
+
+
+def upload(X: np.ndarray, device: torch.device) -> torch.Tensor:
+    """The host array X as one C-contiguous float32 tensor on ``device``, copied once.
+
+    On CUDA through :func:`kernels.streaming.device_chunks`: host threads fill two pinned
+    buffers (float32 conversion included) while the previous chunk crosses the bus, and each
+    chunk is placed in its rows of the result. On the CPU a view when X is already a
+    writable C-contiguous float32 array."""
+    if device.type != "cuda":
+        return torch.from_numpy(np.require(X, np.float32, ["C", "W"]))  # torch wants writable memory
+    out = torch.empty(X.shape, dtype=torch.float32, device=device)
+    rows = max(1, UPLOAD_CHUNK_BYTES // (4 * X.shape[1]))
+    r0 = 0
+    for chunk in device_chunks(X, rows, device):
+        out[r0 : r0 + chunk.shape[0]].copy_(chunk)
+        r0 += chunk.shape[0]
+    return out
