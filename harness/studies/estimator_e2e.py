@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.data import make_dataset
+from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels.column_sums import column_sums
 from kernels.em import column_moments

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from harness.data import make_dataset
+from kernels.datasets import make_dataset
 from kernels.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, SCORE_BLOCK_BYTES, kmeans_plusplus, lloyd
 
 SIZES = {"1M": 1_000_000, "4M": 4_000_000, "20M": 20_000_000}

@@ -10,7 +10,7 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
-from harness.data import make_dataset
+from kernels.datasets import make_dataset
 from kernels.kmeans import centered_sq_norms, kmeans, kmeans_plusplus, lloyd, n_local_trials, sq_distances
 
 
