@@ -219,6 +219,12 @@ def _derive_timing(row: dict, rates: dict) -> None:
         row["roofline_fraction"] = charge * 8 * N * K * d / t / (rates[rate] * 1e12)
 
 
+def _arm_rank(row: dict, rank: dict) -> tuple:
+    """Arms in table order; cells of one arm by their options (one_pass before two_pass), then key."""
+    options = json.dumps((row.get("spec") or {}).get("options", {}), sort_keys=True)
+    return rank.get(row["arm"], len(rank)), row["arm"], options, row["cell_key"]
+
+
 def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
     """rel_ll_diff and ARI of every valid fit against its shape's reference arm (labels by cell key)."""
     from sklearn.metrics import adjusted_rand_score
@@ -229,7 +235,7 @@ def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
         if r.get("gate") == "valid":
             groups.setdefault((r["shape"], r["N"], r["K"], r["d"], r["seed"], r["data_checksum"]), []).append(r)
     for members in groups.values():
-        members.sort(key=lambda r: (r["arm"] != "turbo_gmm", rank.get(r["arm"], len(rank)), r["arm"], r["cell_key"]))
+        members.sort(key=lambda r: (r["arm"] != "turbo_gmm", *_arm_rank(r, rank)))
         ref = members[0]
         ref_labels = labels[ref["cell_key"]]
         for r in members:
@@ -270,7 +276,7 @@ def collect(exp_dir: Path, order: list[str] | None = None) -> Path:
             _derive_timing(r, rates)
         _derive_agreement(rows, labels, order)
         rank = {a: i for i, a in enumerate(order)}
-        rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], rank.get(r["arm"], len(rank)), r["arm"], r["cell_key"]))
+        rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], *_arm_rank(r, rank)))
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
