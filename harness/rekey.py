@@ -7,7 +7,8 @@ spec. For each one the cell's config is composed with Hydra from what the record
 experiment, arm, shape and sizes, the options its name carries, seed, n_iter, reps and timeout),
 and the spec is checked against the record: every field of the spec the record also holds, every
 option the arm reported back in ``info``, and the saved subsample rows against
-``label_rows(N, seed, ari_rows)`` (which pins seed and ari_rows). Then the record, its .npz and .log
+``label_rows(N, seed, ari_rows)`` (which pins seed and ari_rows when N > ari_rows; for smaller N,
+whose rows are all of them, the data checksum pins the seed). Then the record, its .npz and .log
 take the spec's key, the record gains ``spec``, ``cell``, ``reg_covar`` and ``ari_rows``, and each
 experiment's CSV is re-collected. Those records did not store the code-affecting environment
 (``code_env``): it is taken as empty, or as given by ``--env``. A record that does not match its
@@ -28,6 +29,7 @@ from hydra.errors import MissingConfigException
 from gate.rescore import label_rows
 from harness import results
 from harness.cell import CellSpec
+from harness.data import make_dataset
 from harness.runner import REPO
 
 
@@ -74,6 +76,10 @@ def check(spec: CellSpec, rec: dict, cells: Path) -> None:
                                                                                            spec.ari_rows)):
                 raise Mismatch(f"its saved subsample rows are not label_rows(N, seed={spec.seed}, "
                                f"ari_rows={spec.ari_rows})")
+    if spec.N <= spec.ari_rows and rec.get("data_checksum"):  # every row is labelled: the seed shows in the data
+        checksum = make_dataset(spec.N, spec.K, spec.d, spec.seed).checksum
+        if checksum != rec["data_checksum"]:
+            raise Mismatch(f"its data_checksum {rec['data_checksum']} is not seed {spec.seed}'s ({checksum})")
 
 
 def rekey_experiment(exp_dir: Path, environ: dict, dry_run: bool) -> tuple[int, int, list[str], list[str] | None]:
