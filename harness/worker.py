@@ -85,7 +85,7 @@ def run(spec: CellSpec, scratch: Path) -> dict:
     N, K, d, seed, n_iter = spec.N, spec.K, spec.d, spec.seed, spec.n_iter
     device = "cuda" if torch.cuda.is_available() else "cpu"
     report_path = scratch / "report.json"
-    rec = {}
+    report = {}
 
     sampler, nvml_error = None, None
     if device == "cuda":
@@ -97,7 +97,7 @@ def run(spec: CellSpec, scratch: Path) -> dict:
             nvml_error = f"{type(e).__name__}: {e}"
     data = make_dataset(N, K, d, seed, device)
     init = shared_init(data.X, K, seed)
-    rec["data_checksum"] = data.checksum
+    report["data_checksum"] = data.checksum
 
     opts = dict(spec.options_dict, reg_covar=spec.reg_covar, numerics=spec.numerics)
     try:
@@ -107,9 +107,9 @@ def run(spec: CellSpec, scratch: Path) -> dict:
     except ImportError as e:
         reason = f"{type(e).__name__}: {e}"
     if reason:
-        rec.update(status=f"unavailable: {_first_line(reason)}", versions=env.imported_versions())
-        write_json_atomic(report_path, rec)
-        return rec
+        report.update(status=f"unavailable: {_first_line(reason)}", versions=env.imported_versions())
+        write_json_atomic(report_path, report)
+        return report
 
     fit_fn = arm.prepare(data.X, init, n_iter, opts)
     fit_fn()  # untimed warm-up: JIT compilation, autotuning, allocator growth
@@ -143,17 +143,17 @@ def run(spec: CellSpec, scratch: Path) -> dict:
     info = dict(fit.info or {})
     if nvml_error:
         info["nvml_error"] = nvml_error
-    rec.update(
+    report.update(
         status="ok", gate=score.gate, n_iter_reported=fit.n_iter, rep_seconds=seconds,
         algorithm=info.get("algorithm", ""), precision=info.get("precision", spec.numerics),
         peak_mb=peak / MB, peak_source=source, nvml_peak_mb=None if nvml_bytes is None else nvml_bytes / MB,
         ll_per_point=score.ll_per_point, sum_weights=score.sum_weights, info=info,
         versions=env.imported_versions(),
     )
-    write_json_atomic(report_path, rec)
-    return rec
+    write_json_atomic(report_path, report)
+    return report
 
 
 if __name__ == "__main__":
-    rec = run(CellSpec.from_dict(ARG["spec"]), Path(ARG["scratch"]))
-    print(json.dumps({k: rec.get(k) for k in ("status", "gate", "rep_seconds", "peak_mb")}))
+    report = run(CellSpec.from_dict(ARG["spec"]), Path(ARG["scratch"]))
+    print(json.dumps({k: report.get(k) for k in ("status", "gate", "rep_seconds", "peak_mb")}))

@@ -1,5 +1,4 @@
 """A results directory that cannot lie: the six ways issue 18 found to make it, each through the CLI."""
-import json
 import os
 import signal
 import subprocess
