@@ -5,8 +5,8 @@ workers on one cell at once nor a worker outliving its runner (watched in the pr
 Half the kills fall at a random moment of the sweep (Hydra's start-up, the sweep check, a cell,
 between cells), half at a random moment of a running worker, so every run kills some mid-cell.
 n_iter=30 makes a cell last seconds: a worker that outlived its runner would be seen for that long.
-Meanwhile a second sweep of the same cells runs on the same results folder, unharmed: it must wait
-for every cell the other holds."""
+From the first kill on, a second sweep of the same cells (in the reverse order) runs on the same
+results folder, unharmed: it must wait for every cell the other holds."""
 import json
 import os
 import random
@@ -61,9 +61,11 @@ class WorkerWatch(threading.Thread):
 
 def test_a_sweep_killed_at_random_moments_ends_with_every_cell_once(tmp_path):
     results = tmp_path / "results"
+    common = ["n_iter=30", f"results_dir={results}", "device_label=testdev", f"hydra.sweep.dir={tmp_path / 'hydra'}"]
     cmd = [sys.executable, "-m", "harness", "-m", "experiment=smoke", f"arm={','.join(ARMS)}",
-           f"shape={','.join(SHAPES)}", "n_iter=30", f"results_dir={results}", "device_label=testdev",
-           f"hydra.sweep.dir={tmp_path / 'hydra'}"]
+           f"shape={','.join(SHAPES)}", *common]
+    reverse = [sys.executable, "-m", "harness", "-m", "experiment=smoke", f"arm={','.join(ARMS[::-1])}",
+               f"shape={','.join(SHAPES[::-1])}", *common]
     watch = WorkerWatch(str(results))
     watch.start()
     rng = random.Random(SEED)
@@ -73,9 +75,8 @@ def test_a_sweep_killed_at_random_moments_ends_with_every_cell_once(tmp_path):
         for i in range(KILLS):
             runner = subprocess.Popen(cmd, cwd=REPO, start_new_session=True,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if i % 2:  # mid-cell: once one of its workers runs
-                deadline = time.time() + 60
-                while not watch.workers_of(runner.pid) and time.time() < deadline:
+            if i % 2 == 0:  # mid-cell: once one of its workers runs (the first kill has no rival sweep yet)
+                while not watch.workers_of(runner.pid) and runner.poll() is None:
                     time.sleep(0.02)
                 time.sleep(rng.uniform(0.2, 1.5))
             else:
@@ -85,8 +86,9 @@ def test_a_sweep_killed_at_random_moments_ends_with_every_cell_once(tmp_path):
             killed.append((time.time(), victims))
             runner.wait(30)
             if concurrent is None:
-                concurrent = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = concurrent.communicate(timeout=240)
+                concurrent = subprocess.Popen(reverse, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True)
+        _, err = concurrent.communicate(timeout=240)
         final = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
     finally:
         watch.stop.set()
@@ -100,7 +102,7 @@ def test_a_sweep_killed_at_random_moments_ends_with_every_cell_once(tmp_path):
     rows = read_csv(exp.with_suffix(".csv"))
     assert sorted(r["cell"] for r in rows) == sorted(records)  # every cell exactly once
     assert not watch.overlaps, f"two workers ran one cell at once: {watch.overlaps}"
-    assert sum(len(victims) for _, victims in killed[1::2]) >= 1  # the mid-cell kills found their worker
+    assert killed[0][1]  # the first kill was mid-cell
     lingered = {pid: round(watch.last_seen[pid] - t, 2) for t, victims in killed for pid in victims
                 if watch.last_seen[pid] - t > DIES_WITHIN_S}
     assert not lingered, f"workers outlived their runner by (s): {lingered}"
