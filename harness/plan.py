@@ -1,26 +1,88 @@
-"""What a sweep will run and about how long, before it starts (``make reproduce`` prints it).
+"""What a sweep will run and about how long, before it starts (``make reproduce`` prints it), and the
+check a multirun makes of every cell before its first one runs.
 
     python -m harness.plan table1 dispatch ablation d128_control [results_dir=... device_label=...]
 
-For each experiment: its cells (the sweeper's parameters, composed as Hydra composes them),
-how many already have a record in results/<device>/ (a rerun skips those), and an estimate for
-the rest. A cell is estimated by its own recorded wall time (``wall_s``) in any other
-results/<device>/ folder, else by the median wall time of that arm's recorded cells, else by its
-timeout -- an upper bound, and counted as such.
+For each experiment: its cells (Hydra's basic sweeper expands the experiment's
+``hydra.sweeper.params`` with the command-line overrides, and every job's config is composed as
+Hydra composes it), how many already have a readable record in results/<device>/ (a rerun skips
+those), and an estimate for the rest. A cell is estimated by its own recorded wall time
+(``wall_s``) in any other results/<device>/ folder, else by the median wall time of that arm's
+recorded cells, else by its timeout -- an upper bound, and counted as such.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator, Mapping
 
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from hydra import initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
 
-from harness.runner import REPO, _device_dir, cell_key
+from harness import results
+from harness.cell import CellSpec, SettingError
+from harness.runner import REPO, _device_dir, writable_device_dir
+
+
+def sweep_jobs(params: Mapping[str, str], task_overrides: list[str]) -> list[list[str]]:
+    """The override list of every job of a sweep, as Hydra's basic sweeper makes them: the sweeper's
+    ``params`` then the command line, parsed by Hydra's override parser; a command-line override of a
+    swept key replaces that axis, one with commas is an axis of its own, the rest apply to every job."""
+    hydra = GlobalHydra.instance()  # its config loader expands glob() sweeps over config groups
+    parser = OverridesParser.create(config_loader=hydra.config_loader() if hydra.is_initialized() else None)
+    overrides = parser.parse_overrides([f"{k}={v}" for k, v in (params or {}).items()] + list(task_overrides))
+    (jobs,) = BasicSweeper.split_arguments(overrides, max_batch_size=None)
+    return jobs
+
+
+def master_config(overrides: list[str]) -> DictConfig:
+    """The config a multirun starts from (``python -m harness -m <overrides>``), composed by Hydra."""
+    return GlobalHydra.instance().config_loader().load_configuration(
+        "config", list(overrides), run_mode=RunMode.MULTIRUN, from_shell=False)
+
+
+def sweep_configs(master: DictConfig) -> Iterator[tuple[list[str], DictConfig]]:
+    """(job overrides, composed config) of every job of the multirun ``master``, composed as Hydra's
+    sweeper composes them (the master's Hydra overrides, then the job's)."""
+    loader = GlobalHydra.instance().config_loader()
+    for job in sweep_jobs(master.hydra.sweeper.params, list(master.hydra.overrides.task)):
+        yield job, loader.load_sweep_config(master, job)
+
+
+def check_sweep(master: DictConfig) -> list[CellSpec]:
+    """Every cell's spec, and every results folder checked writable; :class:`SettingError` (naming
+    the cell's overrides) at the first setting no cell can run with, before anything is written."""
+    specs, configs = [], {}
+    for job, cfg in sweep_configs(master):
+        try:
+            specs.append(CellSpec.from_cfg(cfg))
+        except SettingError as e:
+            raise SettingError(f"{e} (in the sweep's cell {' '.join(job)})") from None
+        configs.setdefault((cfg.results_dir, cfg.device_label), cfg)
+    for cfg in configs.values():
+        writable_device_dir(cfg)
+    return specs
+
+
+class SweepCheck(Callback):
+    """Hydra callback: a multirun composes and checks every one of its cells before the first runs
+    (Hydra itself launches them one by one, so a bad shape would otherwise stop the sweep midway)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            specs = check_sweep(config)
+        except SettingError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        print(f"[harness] sweep of {len(specs)} cells checked", flush=True)
 
 
 @dataclass
@@ -31,24 +93,7 @@ class ExperimentPlan:
     done: int = 0
     seconds: float = 0.0  # estimated, cells to run
     upper_bound_cells: int = 0  # estimated by their timeout
-    todo: list = field(default_factory=list)
-
-
-def _sweep(experiment: str, extra=()) -> list[list[str]]:
-    """Override lists of the experiment's cells (the basic sweeper's cartesian product). As in Hydra's
-    basic sweeper, a command-line override of a swept key replaces that axis (``shape.d=32``), and one
-    with commas is an axis of its own; the other overrides apply to every cell."""
-    spec = OmegaConf.load(REPO / "conf" / "experiment" / f"{experiment}.yaml")
-    params = {k: str(v) for k, v in (OmegaConf.select(spec, "hydra.sweeper.params") or {}).items()}
-    fixed = []
-    for override in extra:
-        key, _, value = override.partition("=")
-        if key in params or "," in value:
-            params[key] = value
-        else:
-            fixed.append(override)
-    axes = [[f"{k}={v.strip()}" for v in values.split(",")] for k, values in params.items()]
-    return [list(combo) + fixed for combo in itertools.product(*axes)]
+    todo: list = field(default_factory=list)  # the CellSpecs to run
 
 
 def _recorded_walls(results_root: Path) -> tuple[dict, dict]:
@@ -59,37 +104,44 @@ def _recorded_walls(results_root: Path) -> tuple[dict, dict]:
             rec = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if isinstance(rec.get("wall_s"), (int, float)):
+        if isinstance(rec, dict) and isinstance(rec.get("wall_s"), (int, float)):
             by_cell.setdefault((path.parent.parent.name, path.stem), rec["wall_s"])
             by_arm.setdefault(rec.get("arm"), []).append(rec["wall_s"])
     return by_cell, by_arm
+
+
+def _recorded(path: Path) -> bool:
+    """A readable record (read only: the plan moves nothing)."""
+    try:
+        results.read_record(path)
+        return True
+    except (results.UnreadableRecord, FileNotFoundError):
+        return False
 
 
 def plan(experiments: list[str], extra: list[str] = ()) -> list[ExperimentPlan]:
     plans, walls = [], {}  # walls: results root -> its recorded wall times, read once
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         for exp in experiments:
-            p = None
-            for overrides in _sweep(exp, extra):
-                cfg = compose("config", overrides=[f"experiment={exp}", *overrides])
-                if p is None:
-                    p = ExperimentPlan(exp, _device_dir(cfg))
-                    root = p.device_dir.parent
-                    if root not in walls:
-                        walls[root] = _recorded_walls(root)
-                    by_cell, by_arm = walls[root]
-                key = cell_key(cfg)
+            master = master_config([f"experiment={exp}", *extra])
+            p = ExperimentPlan(exp, _device_dir(master))
+            root = p.device_dir.parent
+            if root not in walls:
+                walls[root] = _recorded_walls(root)
+            by_cell, by_arm = walls[root]
+            for _, cfg in sweep_configs(master):
+                spec = CellSpec.from_cfg(cfg)
                 p.cells += 1
-                if not cfg.force and (p.device_dir / cfg.experiment_name / "cells" / f"{key}.json").exists():
+                if not cfg.force and _recorded(p.device_dir / spec.experiment / "cells" / f"{spec.key}.json"):
                     p.done += 1
                     continue
-                p.todo.append(key)
-                if (cfg.experiment_name, key) in by_cell:
-                    p.seconds += by_cell[(cfg.experiment_name, key)]
-                elif by_arm.get(cfg.arm.name):
-                    p.seconds += statistics.median(by_arm[cfg.arm.name])
+                p.todo.append(spec)
+                if (spec.experiment, spec.key) in by_cell:
+                    p.seconds += by_cell[(spec.experiment, spec.key)]
+                elif by_arm.get(spec.arm):
+                    p.seconds += statistics.median(by_arm[spec.arm])
                 else:
-                    p.seconds += float(cfg.arm.timeout_s) * float(cfg.timeout_scale)
+                    p.seconds += spec.timeout_s
                     p.upper_bound_cells += 1
             plans.append(p)
     return plans
@@ -111,7 +163,11 @@ def describe(plans: list[ExperimentPlan]) -> str:
 def main(argv: list[str]) -> None:
     experiments = [a for a in argv if "=" not in a]
     extra = [a for a in argv if "=" in a]
-    plans = plan(experiments, extra)
+    try:
+        plans = plan(experiments, extra)
+    except SettingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"results in {plans[0].device_dir if plans else '-'}")
     print(describe(plans))
 

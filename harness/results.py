@@ -1,13 +1,14 @@
 """Cell records and the experiment CSV.
 
-Every cell writes one record, ``results/<device>/<experiment>/cells/<cell_key>.json``
-(+ ``.npz`` with its parameters and subsample labels), atomically (tmp + os.replace).
-The CSV ``results/<device>/<experiment>.csv`` is a pure function of those records:
-:func:`collect` rebuilds it from all of them under an exclusive file lock and replaces
-it atomically, so a killed sweep or parallel writers can neither lose nor duplicate
-a row. Derived columns (ms/iter statistics, bandwidth and roofline fractions, the
-agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
-here, in one place.
+Every cell has one record, ``results/<device>/<experiment>/cells/<cell key>.json`` (+ ``.npz``
+with its parameters and subsample labels), written atomically (tmp + os.replace) by the runner
+alone. The CSV ``results/<device>/<experiment>.csv`` is a pure function of those records:
+:func:`collect` rebuilds it from all of them under an exclusive file lock and replaces it
+atomically, so a killed sweep or parallel writers can neither lose nor duplicate a row. A record
+that cannot be read (truncated JSON, ``{}``, a truncated ``.npz``) is named in a warning and moved
+to ``cells/quarantine/``; its cell counts as not yet run. Derived columns (ms/iter statistics,
+bandwidth and roofline fractions, the agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
+here, in one place; figures read them from the CSV.
 
     python -m harness.results results/h200/table1   # re-collect one experiment
 """
@@ -15,35 +16,168 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import functools
 import json
+import math
 import os
 import statistics
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 
 REPO = Path(__file__).resolve().parents[1]
 
 COLUMNS = [
     "device", "experiment", "arm", "label", "shape", "N", "K", "d", "regimes", "seed", "numerics",
-    "algorithm", "dispatch_choice", "precision", "n_iter", "n_iter_reported", "reps", "timeout_s", "wall_s", "host_load", "rep_seconds",
+    "algorithm", "dispatch_choice", "precision", "n_iter", "n_iter_reported", "reps", "reg_covar", "ari_rows", "timeout_s", "wall_s", "host_load", "rep_seconds",
     "ms_per_iter_min", "ms_per_iter_median", "ms_per_iter_spread", "peak_mb", "peak_source",
     "nvml_peak_mb", "x_gb_per_s", "hbm_fraction", "roofline_fraction", "status", "gate",
     "ll_per_point", "sum_weights", "rel_ll_diff", "ari", "reference_arm", "data_checksum",
-    "info", "versions", "git_commit", "timestamp", "host", "params_file",
+    "info", "versions", "git_commit", "timestamp", "host", "cell", "params_file",
 ]
 JSON_COLUMNS = ("rep_seconds", "info", "versions")
 
 
+@functools.cache
 def arm_order() -> list[str]:
-    """Table order of the arms (conf/config.yaml); arms not listed sort after, by name."""
-    return list(OmegaConf.load(REPO / "conf" / "config.yaml").arm_order)
+    """Table order of the arms (``arm_order`` of the composed config) for readers outside a sweep,
+    which pass their own ``cfg.arm_order``; arms not listed sort after, by name."""
+    if GlobalHydra.instance().is_initialized():
+        return list(compose("config").arm_order)
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return list(compose("config").arm_order)
 
 
 def cells_dir(exp_dir: Path) -> Path:
     return Path(exp_dir) / "cells"
+
+
+class UnreadableRecord(Exception):
+    """A cell record (or its .npz) that cannot be used; the message says why."""
+
+
+_INTEGERS = {"N": 1, "K": 1, "d": 1, "n_iter": 1, "seed": 0}  # the minimum of each
+
+
+def _number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def read_record(path: Path) -> tuple[dict, np.ndarray | None]:
+    """The record at ``path`` and its subsample labels (None without a params file), checked for
+    every field :func:`collect` uses; :class:`UnreadableRecord` with the reason otherwise."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UnreadableRecord(f"{type(e).__name__}: {e}") from None
+    if not isinstance(rec, dict):
+        raise UnreadableRecord(f"a JSON {type(rec).__name__}, not an object")
+    missing = [k for k in ("arm", "shape", "status", *_INTEGERS) if k not in rec]
+    if missing:
+        raise UnreadableRecord(f"no {', '.join(missing)}")
+    for k, lo in _INTEGERS.items():
+        if isinstance(rec[k], bool) or not isinstance(rec[k], int) or rec[k] < lo:
+            raise UnreadableRecord(f"{k}={rec[k]!r}, not an integer >= {lo}")
+    if rec["status"] == "ok":
+        secs = rec.get("rep_seconds")
+        if not isinstance(secs, list) or not secs or not all(_number(s) and s >= 0 for s in secs):
+            raise UnreadableRecord(f"status ok but rep_seconds={secs!r}")
+        if not isinstance(rec.get("gate"), str):
+            raise UnreadableRecord(f"status ok but gate={rec.get('gate')!r}")
+        if rec["gate"] == "valid" and not (_number(rec.get("ll_per_point")) and "data_checksum" in rec):
+            raise UnreadableRecord("a valid fit without a finite ll_per_point or a data_checksum")
+    labels = None
+    if rec.get("params_file"):
+        npz = path.parent.parent / rec["params_file"]
+        try:
+            with np.load(npz) as z:
+                arrays = {k: z[k] for k in z.files}  # reading every member checks its CRC
+        except Exception as e:  # missing, truncated or garbled: BadZipFile, zlib.error, EOFError, OSError, ...
+            raise UnreadableRecord(f"its {npz.name}: {type(e).__name__}: {e}") from None
+        if "labels" not in arrays:
+            raise UnreadableRecord(f"its {npz.name} holds no labels")
+        labels = arrays["labels"]
+    return rec, labels
+
+
+def lock_path(record_path: Path) -> Path:
+    """The cell's lock file, beside its record."""
+    return Path(record_path).with_name(f".{Path(record_path).stem}.lock")
+
+
+@contextmanager
+def cell_lock(record_path: Path):
+    """Hold the cell's exclusive lock; yields (lock file, waited). If another process holds it,
+    say so and wait for it. Whoever holds the lock is the only one that runs or rewrites the cell."""
+    path = lock_path(record_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        waited = False
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            print(f"[harness] wait {Path(record_path).stem}: another sweep is running it (runner pid {holder})",
+                  flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+            waited = True
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield f, waited
+
+
+def quarantine(record_path: Path, reason: str) -> Path:
+    """Move an unreadable record and its .npz/.log to ``cells/quarantine/``, saying so; returns the folder."""
+    record_path = Path(record_path)
+    qdir = record_path.parent / "quarantine"
+    qdir.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for p in (record_path, record_path.with_suffix(".npz"), record_path.with_suffix(".log")):
+        if p.exists():
+            dest = qdir / p.name
+            os.replace(p, dest if not dest.exists() else qdir / f"{p.stem}.{stamp}{p.suffix}")
+    print(f"warning: unreadable cell record {record_path} ({reason}): moved to {qdir}/ with its .npz and .log; "
+          "its cell counts as not yet run", file=sys.stderr, flush=True)
+    return qdir
+
+
+def load_record(record_path: Path, locked: bool = False) -> tuple[dict, np.ndarray | None] | None:
+    """The readable record at ``record_path`` (and its labels), else None: missing, or unreadable and
+    quarantined. ``locked``: the caller holds the cell's lock; otherwise it is taken without waiting,
+    and a record whose cell another process holds (it is rewriting it) is left in place."""
+    record_path = Path(record_path)
+    if not record_path.exists():
+        return None
+    try:
+        return read_record(record_path)
+    except UnreadableRecord as e:
+        reason = str(e)
+    if locked:
+        quarantine(record_path, reason)
+        return None
+    with open(lock_path(record_path), "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"warning: unreadable cell record {record_path} ({reason}): its cell is being rerun, "
+                  "left out of this CSV", file=sys.stderr, flush=True)
+            return None
+        try:
+            return read_record(record_path)  # rewritten since the first read
+        except UnreadableRecord as e:
+            quarantine(record_path, str(e))
+        except FileNotFoundError:
+            pass
+    return None
 
 
 def write_json_atomic(path: Path, obj) -> None:
@@ -96,13 +230,14 @@ def _derive_timing(row: dict, rates: dict) -> None:
         row["roofline_fraction"] = charge * 8 * N * K * d / t / (rates[rate] * 1e12)
 
 
-def _labels(exp_dir: Path, row: dict):
-    f = row.get("params_file")
-    return np.load(Path(exp_dir) / f)["labels"] if f else None
+def _arm_rank(row: dict, rank: dict) -> tuple:
+    """Arms in table order; cells of one arm by their options (one_pass before two_pass), then key."""
+    options = json.dumps((row.get("spec") or {}).get("options", {}), sort_keys=True)
+    return rank.get(row["arm"], len(rank)), row["arm"], options, row["cell_key"]
 
 
-def _derive_agreement(rows: list[dict], exp_dir: Path, order: list[str]) -> None:
-    """rel_ll_diff and ARI of every valid fit against its shape's reference arm."""
+def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
+    """rel_ll_diff and ARI of every valid fit against its shape's reference arm (labels by cell key)."""
     from sklearn.metrics import adjusted_rand_score
 
     rank = {a: i for i, a in enumerate(order)}
@@ -111,13 +246,13 @@ def _derive_agreement(rows: list[dict], exp_dir: Path, order: list[str]) -> None
         if r.get("gate") == "valid":
             groups.setdefault((r["shape"], r["N"], r["K"], r["d"], r["seed"], r["data_checksum"]), []).append(r)
     for members in groups.values():
-        members.sort(key=lambda r: (r["arm"] != "turbo_gmm", rank.get(r["arm"], len(rank)), r["arm"], r["cell_key"]))
+        members.sort(key=lambda r: (r["arm"] != "turbo_gmm", *_arm_rank(r, rank)))
         ref = members[0]
-        ref_labels = _labels(exp_dir, ref)
+        ref_labels = labels[ref["cell_key"]]
         for r in members:
             r["reference_arm"] = ref["arm"]
             r["rel_ll_diff"] = (r["ll_per_point"] - ref["ll_per_point"]) / abs(ref["ll_per_point"])
-            lab = _labels(exp_dir, r)
+            lab = labels[r["cell_key"]]
             if lab is not None and ref_labels is not None:
                 r["ari"] = adjusted_rand_score(ref_labels, lab)
 
@@ -130,27 +265,31 @@ def _cell(v):
     return v
 
 
-def collect(exp_dir: Path) -> Path:
-    """Rebuild ``<exp_dir>.csv`` from every record in ``<exp_dir>/cells``; returns its path."""
+def collect(exp_dir: Path, order: list[str] | None = None) -> Path:
+    """Rebuild ``<exp_dir>.csv`` from every readable record in ``<exp_dir>/cells`` (unreadable ones
+    are quarantined), arms in ``order`` (default :func:`arm_order`); returns the CSV's path."""
     exp_dir = Path(exp_dir)
     out = exp_dir.with_suffix(".csv")
     out.parent.mkdir(parents=True, exist_ok=True)
+    order = list(order) if order is not None else arm_order()
     with open(exp_dir.parent / f".{exp_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        rows = []
+        rows, labels = [], {}
         for p in sorted(cells_dir(exp_dir).glob("*.json")):
-            rec = json.loads(p.read_text())
+            loaded = load_record(p)
+            if loaded is None:
+                continue
+            rec, labels[p.stem] = loaded
             rec["cell_key"] = p.stem
             rows.append(rec)
         env = _device_env(exp_dir)
         rates = env.get("probes", {})
-        order = arm_order()
         for r in rows:
             _derive_timing(r, rates)
         _derive_dispatch(rows, env.get("gpu"))
-        _derive_agreement(rows, exp_dir, order)
+        _derive_agreement(rows, labels, order)
         rank = {a: i for i, a in enumerate(order)}
-        rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], rank.get(r["arm"], len(rank)), r["arm"], r["cell_key"]))
+        rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], *_arm_rank(r, rank)))
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")

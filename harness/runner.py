@@ -1,56 +1,40 @@
-"""Parent side of one cell: skip if done, run the worker in a sandboxed subprocess, classify.
+"""Parent side of one cell: claim it, skip it if done, run the worker in a sandboxed subprocess, classify.
 
-The runner never raises on a failing arm: whatever happens in the worker ends as one
-record with a status (``ok``, ``unavailable: <reason>``, ``fail (OOM)``,
-``fail (OutOfResources)``, ``fail (TIMEOUT)``, ``fail (ERROR: <last line>)``), the
-experiment CSV is re-collected, and the sweep goes on. Bad sizes are rejected before
-any work (``ValueError``).
+The runner never raises on a failing arm: whatever happens in the worker ends as one record with
+a status (``ok``, ``unavailable: <reason>``, ``fail (OOM)``, ``fail (OutOfResources)``,
+``fail (TIMEOUT)``, ``fail (ERROR: <last line>)``), the experiment CSV is re-collected, and the
+sweep goes on. The runner is the record's one writer: the worker reports into a scratch folder
+and the runner files its report, parameters and wall time under the cell key. A cell is claimed
+by an exclusive lock beside its record for as long as its runner or worker lives, so two sweeps
+never run one cell at once: the second waits, then skips the cell the first recorded. Settings no
+cell can run with, and a results folder that cannot be written, are refused before any work
+(:class:`harness.cell.SettingError`).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness import env, results
-from kernels.datasets import validate_shape
+from harness.cell import CellSpec, SettingError
 
 REPO = Path(__file__).resolve().parents[1]
 _OOM = re.compile(r"OutOfMemoryError|MemoryError|RESOURCE_EXHAUSTED|out of memory", re.IGNORECASE)
 
 
-def _safe(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", s)
-
-
-def cell_key(cfg: DictConfig) -> str:
-    """``<arm>__<shape>``, plus sizes when they differ from the shape's YAML, plus every
-    arm option that differs from the arm's YAML: deterministic and filesystem-safe."""
-    arm, shape = cfg.arm, cfg.shape
-    key = f"{arm.name}__{shape.name}"
-    shape_file = REPO / "conf" / "shape" / f"{shape.name}.yaml"
-    base = OmegaConf.to_container(OmegaConf.load(shape_file) if shape_file.exists() else shape)
-    if (shape.N, shape.K, shape.d) != (base["N"], base["K"], base["d"]):  # "???" in a sweep base
-        key += f"__N{shape.N}_K{shape.K}_d{shape.d}"
-    arm_file = REPO / "conf" / "arm" / f"{arm.name}.yaml"
-    base_opts = OmegaConf.to_container(OmegaConf.load(arm_file)).get("options") or {} if arm_file.exists() else {}
-    opts = OmegaConf.to_container(arm.options, resolve=True) if arm.get("options") else {}
-    for k in sorted(opts):
-        if k not in base_opts or opts[k] != base_opts[k]:
-            key += f"__{k}={opts[k]}"
-    return _safe(key)
-
-
 def classify(returncode: int, stderr: str, timed_out: bool) -> str:
-    """The failure class of a worker that did not write its record."""
+    """The failure class of a worker that did not report."""
     if timed_out:
         return "fail (TIMEOUT)"
     tail = stderr[-4000:]
@@ -80,6 +64,23 @@ def _device_dir(cfg: DictConfig) -> Path:
     return root / (cfg.device_label or env.device_label())
 
 
+def writable_device_dir(cfg: DictConfig) -> Path:
+    """results/<device>, created and checked writable; :class:`SettingError` naming results_dir otherwise."""
+    device_dir = _device_dir(cfg)
+    blocker = next((p for p in (device_dir, *device_dir.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise SettingError(f"results_dir={cfg.results_dir}: {blocker} is a file, not a folder")
+    probe = device_dir / f".write-probe-{uuid.uuid4().hex}"
+    try:
+        device_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise SettingError(f"results_dir={cfg.results_dir}: cannot create or write {e.filename or device_dir} "
+                           f"({e.strerror or type(e).__name__}); give a folder you can write") from None
+    return device_dir
+
+
 def ensure_env(device_dir: Path, probes: bool) -> None:
     """Write <device>/env.json once per device folder, in a subprocess (no CUDA context here)."""
     path = device_dir / "env.json"
@@ -88,43 +89,17 @@ def ensure_env(device_dir: Path, probes: bool) -> None:
         subprocess.run(args, cwd=REPO, check=False, timeout=900)
 
 
-def run_cell(cfg: DictConfig) -> dict:
-    """Run (or skip) one cell and re-collect its experiment CSV; returns the record."""
-    shape, arm = cfg.shape, cfg.arm
-    validate_shape(shape.N, shape.K, shape.d)
-    device_dir = _device_dir(cfg)
-    exp_dir = device_dir / cfg.experiment_name
-    key = cell_key(cfg)
-    rec_path = results.cells_dir(exp_dir) / f"{key}.json"
-    if rec_path.exists() and not cfg.force:
-        print(f"[harness] skip {key}: record exists ({rec_path.relative_to(device_dir.parent)})")
-        results.collect(exp_dir)
-        return json.loads(rec_path.read_text())
-    ensure_env(device_dir, cfg.env_probes)
-
-    timeout = float(arm.timeout_s) * float(cfg.timeout_scale)
-    row = {"device": device_dir.name, "experiment": cfg.experiment_name, "arm": arm.name, "label": arm.label,
-           "shape": shape.name, "N": shape.N, "K": shape.K, "d": shape.d,
-           "regimes": ";".join(shape.get("regimes") or []), "seed": cfg.seed, "numerics": arm.numerics,
-           "algorithm": (arm.get("options") or {}).get("algorithm", ""),
-           "precision": (arm.get("options") or {}).get("precision", arm.numerics), "n_iter": cfg.n_iter, "reps": arm.reps,
-           "timeout_s": timeout, "host_load": round(os.getloadavg()[0], 2), "git_commit": env.git_commit(), "host": socket.gethostname()}
-    spec = {"arm": OmegaConf.to_container(arm, resolve=True), "shape": OmegaConf.to_container(shape, resolve=True),
-            "seed": cfg.seed, "n_iter": cfg.n_iter, "reg_covar": cfg.reg_covar, "ari_rows": cfg.ari_rows,
-            "record": str(rec_path), "row": row}
-    log_path = rec_path.with_suffix(".log")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (rec_path, rec_path.with_suffix(".npz")):
-        stale.unlink(missing_ok=True)  # force=true: never mix an old record with a new failure
-
-    print(f"[harness] run  {key} (timeout {timeout:.0f} s) -> {rec_path.relative_to(device_dir.parent)}", flush=True)
-    t0 = time.time()
+def _run_worker(spec: CellSpec, scratch: Path, log_path: Path, lock_file) -> tuple[int, str, bool]:
+    """The worker on ``spec``, reporting into ``scratch``; (returncode, stderr, timed out). It holds the
+    cell's lock too (an inherited descriptor), and dies with this process (harness/worker.py)."""
+    arg = json.dumps({"spec": spec.as_dict(), "scratch": str(scratch), "runner_pid": os.getpid()})
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", json.dumps(spec)], cwd=REPO,
-                                stdout=log, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", arg], cwd=REPO, stdout=log,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                pass_fds=(lock_file.fileno(),))
         timed_out = False
         try:
-            _, stderr = proc.communicate(timeout=timeout)
+            _, stderr = proc.communicate(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
@@ -133,17 +108,60 @@ def run_cell(cfg: DictConfig) -> dict:
             _kill_group(proc)
             raise
         log.write(stderr)
+    return proc.returncode, stderr, timed_out
 
+
+def run_cell(cfg: DictConfig) -> dict:
+    """Run (or skip) one cell and re-collect its experiment CSV; returns the record."""
+    spec = CellSpec.from_cfg(cfg)
+    device_dir = writable_device_dir(cfg)
+    exp_dir = device_dir / spec.experiment
+    cells = results.cells_dir(exp_dir)
+    rec_path = cells / f"{spec.key}.json"
+    shown = rec_path.relative_to(device_dir.parent)
+    with results.cell_lock(rec_path) as (lock_file, waited):
+        done = results.load_record(rec_path, locked=True)
+        if done is not None and not cfg.force:
+            why = "the sweep it waited for recorded it" if waited else "record exists"
+            print(f"[harness] skip {spec.key}: {why} ({shown})", flush=True)
+            rec = done[0]
+        else:
+            rec = _run(cfg, spec, device_dir, rec_path, lock_file)
+    results.collect(exp_dir, cfg.arm_order)
+    return rec
+
+
+def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock_file) -> dict:
+    """Run the claimed cell and write its record."""
+    ensure_env(device_dir, cfg.env_probes)
+    npz, log_path = rec_path.with_suffix(".npz"), rec_path.with_suffix(".log")
+    scratch = rec_path.with_name(f".run-{spec.key}")  # left by a killed runner: ours now, we hold the lock
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    for stale in (rec_path, npz):
+        stale.unlink(missing_ok=True)  # force=true: never mix an old record with a new failure
+    rec = dict(spec.row(), device=device_dir.name, host_load=round(os.getloadavg()[0], 2),
+               git_commit=env.git_commit(), host=socket.gethostname(), timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    print(f"[harness] run  {spec.key}: {spec.describe()} (timeout {spec.timeout_s:.0f} s) -> "
+          f"{rec_path.relative_to(device_dir.parent)}", flush=True)
+    t0 = time.time()
+    returncode, stderr, timed_out = _run_worker(spec, scratch, log_path, lock_file)
     wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
-    if proc.returncode == 0 and not timed_out and rec_path.exists():
-        rec = dict(json.loads(rec_path.read_text()), wall_s=wall_s)
+
+    report = scratch / "report.json"
+    if returncode == 0 and not timed_out and report.exists():
+        rec.update(json.loads(report.read_text()))
+        if (scratch / "params.npz").exists():
+            os.replace(scratch / "params.npz", npz)
+            rec["params_file"] = f"cells/{npz.name}"
     else:
-        status = classify(proc.returncode, stderr, timed_out)
-        if proc.returncode == 0 and not timed_out:
-            status = "fail (ERROR: worker exited without writing its record)"
-        rec = dict(row, status=status, versions=env.package_versions(),  # installed, as none were reported
-                   timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"), wall_s=wall_s)
+        status = classify(returncode, stderr, timed_out)
+        if returncode == 0 and not timed_out:
+            status = "fail (ERROR: worker exited without its report)"
+        rec.update(status=status, versions=env.package_versions())  # installed, as none were reported
+    rec.update(wall_s=wall_s, cell=spec.key, spec=spec.as_dict())
     results.write_json_atomic(rec_path, rec)
-    print(f"[harness] done {key}: {rec['status']} {rec.get('gate') or ''} ({wall_s:.1f} s)", flush=True)
-    results.collect(exp_dir)
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(f"[harness] done {spec.key}: {rec['status']} {rec.get('gate') or ''} ({wall_s:.1f} s)", flush=True)
     return rec

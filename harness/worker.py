@@ -1,13 +1,50 @@
 """One cell, in its own process: data, shared init, the arm, the clock, memory, the gate.
 
-Started by harness/runner.py as ``python -m harness.worker '<cell spec JSON>'``. It
-writes the cell record (``status`` ``ok`` or ``unavailable: <reason>``) and the
-parameter ``.npz``; any exception is left to propagate, so the process exits non-zero
-with the traceback on stderr and the runner classifies it (OOM, OutOfResources, ...).
+Started by harness/runner.py as ``python -m harness.worker '{"spec": ..., "scratch": ...,
+"runner_pid": ...}'``. It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
+measurements) and the parameter ``.npz`` into the scratch folder, for the runner to file as the
+cell's record; any exception is left to propagate, so the process exits non-zero with the
+traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
+runner: a killed runner's worker would go on computing beside the next sweep's and spoil its timing.
 """
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import signal
+import sys
+import threading
+import time
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_runner(runner_pid: int) -> None:
+    """End this process group when the runner dies: the kernel sends SIGTERM at the runner's death
+    (``prctl(PR_SET_PDEATHSIG)`` on Linux), whose handler SIGKILLs the group; a thread watching the
+    parent does the same where prctl is missing, or while the main thread is busy in C code."""
+    def end(*_):
+        if os.getpgrp() == os.getpid():  # we lead our group (the runner starts a new session): arm children too
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch():
+        while os.getppid() == runner_pid:
+            time.sleep(0.2)
+        end()
+
+    signal.signal(signal.SIGTERM, end)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != runner_pid:  # it died before prctl took effect
+        end()
+    threading.Thread(target=watch, name="watch-runner", daemon=True).start()
+
+
+if __name__ == "__main__":
+    ARG = json.loads(sys.argv[1])
+    die_with_runner(ARG["runner_pid"])  # before the slow imports below
 
 # Numerics and allocator settings must precede every library import (paper 5.1).
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -16,9 +53,6 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")  # scikit-learn's array-API path n
 
 import importlib  # noqa: E402
 import inspect  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -31,6 +65,7 @@ torch.set_float32_matmul_precision("highest")
 from kernels.records import to_numpy  # noqa: E402
 from gate.rescore import label_rows, rescore  # noqa: E402
 from harness import env  # noqa: E402
+from harness.cell import CellSpec  # noqa: E402
 from kernels.datasets import make_dataset, shared_init  # noqa: E402
 from harness.memory import MB, NvmlSampler, PeakMeter  # noqa: E402
 from harness.results import write_json_atomic, write_npz_atomic  # noqa: E402
@@ -45,12 +80,12 @@ def _first_line(text: str) -> str:
     return next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "no reason given")
 
 
-def run(spec: dict) -> dict:
-    arm_cfg, shape = spec["arm"], spec["shape"]
-    N, K, d, seed, n_iter = shape["N"], shape["K"], shape["d"], spec["seed"], spec["n_iter"]
+def run(spec: CellSpec, scratch: Path) -> dict:
+    """Measure the cell; writes and returns the report (``scratch/report.json``, ``scratch/params.npz``)."""
+    N, K, d, seed, n_iter = spec.N, spec.K, spec.d, spec.seed, spec.n_iter
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    record_path = Path(spec["record"])
-    rec = dict(spec["row"], versions={}, timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    report_path = scratch / "report.json"
+    report = {}
 
     sampler, nvml_error = None, None
     if device == "cuda":
@@ -62,19 +97,19 @@ def run(spec: dict) -> dict:
             nvml_error = f"{type(e).__name__}: {e}"
     data = make_dataset(N, K, d, seed, device)
     init = shared_init(data.X, K, seed)
-    rec["data_checksum"] = data.checksum
+    report["data_checksum"] = data.checksum
 
-    opts = dict(arm_cfg.get("options") or {}, reg_covar=spec["reg_covar"], numerics=arm_cfg["numerics"])
+    opts = dict(spec.options_dict, reg_covar=spec.reg_covar, numerics=spec.numerics)
     try:
-        arm = importlib.import_module(arm_cfg["module"])
+        arm = importlib.import_module(spec.module)
         # an arm may read its options to decide (e.g. where its source checkout lives)
         reason = arm.available(opts) if inspect.signature(arm.available).parameters else arm.available()
     except ImportError as e:
         reason = f"{type(e).__name__}: {e}"
     if reason:
-        rec.update(status=f"unavailable: {_first_line(reason)}", versions=env.imported_versions())
-        write_json_atomic(record_path, rec)
-        return rec
+        report.update(status=f"unavailable: {_first_line(reason)}", versions=env.imported_versions())
+        write_json_atomic(report_path, report)
+        return report
 
     fit_fn = arm.prepare(data.X, init, n_iter, opts)
     fit_fn()  # untimed warm-up: JIT compilation, autotuning, allocator growth
@@ -84,7 +119,7 @@ def run(spec: dict) -> dict:
     if sampler:
         sampler.start()
     seconds = []
-    for _ in range(arm_cfg["reps"]):
+    for _ in range(spec.reps):
         _sync(device)
         t0 = time.perf_counter()
         fit = fit_fn()
@@ -93,7 +128,7 @@ def run(spec: dict) -> dict:
     nvml_bytes = sampler.stop() if sampler else None
     peak, source = meter.read()
 
-    rows = label_rows(N, seed, spec["ari_rows"])
+    rows = label_rows(N, seed, spec.ari_rows)
     score = rescore(data.X, to_numpy(fit.weights), to_numpy(fit.means), to_numpy(fit.variances), rows)  # plain arrays: the gate knows no JAX
     if fit.n_iter is not None and fit.n_iter != n_iter:
         score.reasons.append(f"stopped early ({fit.n_iter} of {n_iter} iterations)"
@@ -103,23 +138,22 @@ def run(spec: dict) -> dict:
               "label_rows": rows.astype(np.int64), "labels": score.labels}
     if fit.weights is not None:
         params["weights"] = to_numpy(fit.weights).astype(np.float32)
-    npz = record_path.with_suffix(".npz")
-    write_npz_atomic(npz, **params)
+    write_npz_atomic(scratch / "params.npz", **params)
 
     info = dict(fit.info or {})
     if nvml_error:
         info["nvml_error"] = nvml_error
-    rec.update(
+    report.update(
         status="ok", gate=score.gate, n_iter_reported=fit.n_iter, rep_seconds=seconds,
-        algorithm=info.get("algorithm", ""), precision=info.get("precision", arm_cfg["numerics"]),
+        algorithm=info.get("algorithm", ""), precision=info.get("precision", spec.numerics),
         peak_mb=peak / MB, peak_source=source, nvml_peak_mb=None if nvml_bytes is None else nvml_bytes / MB,
         ll_per_point=score.ll_per_point, sum_weights=score.sum_weights, info=info,
-        versions=env.imported_versions(), params_file=f"cells/{npz.name}",
+        versions=env.imported_versions(),
     )
-    write_json_atomic(record_path, rec)
-    return rec
+    write_json_atomic(report_path, report)
+    return report
 
 
 if __name__ == "__main__":
-    rec = run(json.loads(sys.argv[1]))
-    print(json.dumps({k: rec.get(k) for k in ("arm", "shape", "status", "gate", "rep_seconds", "peak_mb")}))
+    report = run(CellSpec.from_dict(ARG["spec"]), Path(ARG["scratch"]))
+    print(json.dumps({k: report.get(k) for k in ("status", "gate", "rep_seconds", "peak_mb")}))

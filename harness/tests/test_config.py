@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
-from harness.runner import cell_key
+from harness.cell import CellSpec
 from harness.tests.conftest import REPO
 
 PAPER_SHAPES = {  # Table 1 of the paper: name -> (N, K, d)
@@ -109,7 +109,9 @@ def test_d128_published_is_one_flash_gmm_cell_with_the_published_list():
     assert (p.shape, p.arm, p["arm.options.autotune"]) == ("4M_16_128", "flash_gmm", "published")
     cfg = _compose("experiment=d128_published", "shape=4M_16_128", "arm=flash_gmm", "arm.options.autotune=published")
     assert cfg.experiment_name == "d128_published" and cfg.arm.options.autotune == "published"
-    assert cell_key(cfg) == "flash_gmm__4M_16_128__autotune=published"
+    published, widened = CellSpec.from_cfg(cfg), CellSpec.from_cfg(_compose("shape=4M_16_128", "arm=flash_gmm"))
+    assert published.options_dict["autotune"] == "published" and widened.options_dict["autotune"] == "widened"
+    assert published.key.startswith("flash_gmm__4M_16_128__") and published.digest != widened.digest
 
 
 def test_unknown_arm_lists_the_valid_names():

@@ -16,8 +16,9 @@ def _record(arm, shape="s", gate="valid", ll=-7.0, secs=(0.02, 0.01, 0.03), prec
 
 
 def _write(exp, rec, labels):
-    write_json_atomic(exp / "cells" / f"{rec['arm']}__{rec['shape']}.json", rec)
+    """As the runner files a cell: the parameters first, then the record that names them."""
     write_npz_atomic(exp / "cells" / f"{rec['arm']}__{rec['shape']}.npz", labels=np.asarray(labels, np.int32))
+    write_json_atomic(exp / "cells" / f"{rec['arm']}__{rec['shape']}.json", rec)
 
 
 def test_derived_columns(tmp_path):
@@ -92,3 +93,57 @@ def test_diagnostic_csv_takes_every_key_in_first_seen_order(tmp_path):
     assert path.read_text().splitlines()[0] == "shape,iter_ms,error"
     rows = read_csv(path)
     assert rows[1]["error"] == "OutOfResources" and rows[1]["iter_ms"] == ""
+
+
+def _truncate(path, keep=0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda p: _truncate(p), "JSONDecodeError"),
+    (lambda p: p.write_text("{}"), "no arm, shape, status, N, K, d, n_iter, seed"),
+    (lambda p: _truncate(p.with_suffix(".npz")), "its pytorch__s.npz: BadZipFile"),
+    (lambda p: p.write_text(json.dumps(dict(json.loads(p.read_text()), n_iter=0))), "n_iter=0, not an integer >= 1"),
+])
+def test_an_unreadable_record_is_quarantined_and_the_csv_rebuilt_without_it(tmp_path, capsys, damage, reason):
+    exp = tmp_path / "dev" / "e"
+    _write(exp, _record("pytorch"), [0, 0, 1, 1])
+    _write(exp, _record("sklearn"), [1, 1, 0, 0])
+    bad = exp / "cells" / "pytorch__s.json"
+    damage(bad)
+    rows = read_csv(collect(exp))
+    assert [r["arm"] for r in rows] == ["sklearn"] and rows[0]["reference_arm"] == "sklearn"
+    err = capsys.readouterr().err
+    assert f"warning: unreadable cell record {bad} ({reason}" in err and "counts as not yet run" in err
+    quarantined = sorted(p.name for p in (exp / "cells" / "quarantine").iterdir())
+    assert quarantined == ["pytorch__s.json", "pytorch__s.npz"] and not bad.exists()
+    assert [r["arm"] for r in read_csv(collect(exp))] == ["sklearn"]  # and the next collect is quiet
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_record_whose_cell_is_held_is_left_in_place(tmp_path, capsys):
+    """Another runner holds the cell (it is rewriting the record): leave the file, keep it out of the CSV."""
+    exp = tmp_path / "dev" / "e"
+    _write(exp, _record("pytorch"), [0, 0, 1, 1])
+    bad = exp / "cells" / "pytorch__s.json"
+    bad.write_text("{")
+    ctx = mp.get_context("spawn")
+    held, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(bad, held, release))
+    holder.start()
+    assert held.wait(60)
+    try:
+        assert read_csv(collect(exp)) == [] and bad.exists()
+        assert "its cell is being rerun, left out of this CSV" in capsys.readouterr().err
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def _hold_lock(record, held, release):
+    from harness.results import cell_lock
+
+    with cell_lock(record):
+        held.set()
+        release.wait(60)

@@ -12,7 +12,8 @@ import torch
 
 from kernels.datasets import make_dataset, shared_init
 from harness.results import read_csv
-from harness.runner import cell_key, classify, run_cell
+from harness.cell import CellSpec
+from harness.runner import classify, run_cell
 from harness.tests.conftest import PLANTED_CONF, REPO
 from kernels import reference
 
@@ -82,7 +83,7 @@ def test_timeout_kills_the_whole_process_group(make_cfg, tmp_path, monkeypatch):
 
 def test_finished_cells_are_skipped_unless_forced(make_cfg, tmp_path):
     cfg = make_cfg("arm=planted_em", "shape=tiny_7_5")
-    path = tmp_path / "testdev" / "adhoc" / "cells" / f"{cell_key(cfg)}.json"
+    path = tmp_path / "testdev" / "adhoc" / "cells" / f"{CellSpec.from_cfg(cfg).key}.json"
     first = run_cell(cfg)
     assert path.exists() and run_cell(cfg)["timestamp"] == first["timestamp"]
     mtime = path.stat().st_mtime_ns
@@ -90,13 +91,6 @@ def test_finished_cells_are_skipped_unless_forced(make_cfg, tmp_path):
     assert path.stat().st_mtime_ns == mtime
     time.sleep(1.1)
     assert run_cell(make_cfg("arm=planted_em", "shape=tiny_7_5", "force=true"))["timestamp"] != first["timestamp"]
-
-
-def test_cell_key_carries_overridden_sizes_and_options(make_cfg):
-    assert cell_key(make_cfg("arm=pytorch", "shape=1M_32_32")) == "pytorch__1M_32_32"
-    key = cell_key(make_cfg("arm=turbo_gmm", "shape=dispatch_1M", "shape.K=512", "shape.d=64",
-                            "arm.options.algorithm=two_pass"))
-    assert key == "turbo_gmm__dispatch_1M__N1000000_K512_d64__algorithm=two_pass"
 
 
 def test_classify_reads_the_final_error():
@@ -114,7 +108,7 @@ def test_sweep_resumes_after_the_runner_is_killed(tmp_path):
     env = dict(os.environ, PLANTED_PID_FILE=str(pid_file))
     cmd = [sys.executable, "-m", "harness", "-m", f"hydra.searchpath=[file://{PLANTED_CONF}]",
            "arm=planted_em,planted_sleep,planted_crash", "shape=tiny_7_5", f"results_dir={tmp_path}",
-           "device_label=testdev", "experiment_name=sweep", "env_probes=false"]
+           "device_label=testdev", "experiment_name=sweep", "env_probes=false", "timeout_scale=0.1"]
     runner = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -133,9 +127,9 @@ def test_sweep_resumes_after_the_runner_is_killed(tmp_path):
     (done,) = cells.glob("planted_em*.json")
     mtime = done.stat().st_mtime_ns
 
-    p = subprocess.run(cmd + ["timeout_scale=0.05"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "skip planted_em__tiny_7_5" in p.stdout and done.stat().st_mtime_ns == mtime
+    assert f"skip {done.stem}: record exists" in p.stdout and done.stat().st_mtime_ns == mtime
     rows = read_csv(tmp_path / "testdev" / "sweep.csv")
     assert sorted(r["arm"] for r in rows) == ["planted_crash", "planted_em", "planted_sleep"]
     assert {r["arm"]: r["status"] for r in rows}["planted_sleep"] == "fail (TIMEOUT)"

@@ -1,0 +1,166 @@
+"""The cell spec: everything that determines one cell's result, read once from the composed config.
+
+A cell is one arm at one shape under one protocol. :meth:`CellSpec.from_cfg` reads the composed
+Hydra config once and checks every protocol setting (a :class:`SettingError` names the setting and
+its allowed range); from then on the spec alone drives the cell's record name, the plan, the
+worker's input, the record and the CSV row. The record name is ``<arm>__<shape>__<digest>``: the
+names for people, and a digest of every field that determines the result (arm, module, numerics,
+options, N, K, d, seed, n_iter, reps, reg_covar, ari_rows, the timeout, the code-affecting
+environment) for the machine, so a changed setting is a different cell, never a stale record reused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Mapping
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+from kernels.datasets import validate_shape
+
+SEED_MAX = 2**32 - 1  # the data generator mixes the seed into int64 counters
+DIGEST_CHARS = 10
+
+
+class SettingError(ValueError):
+    """A protocol setting no cell can run with; the message is one line naming it and its range."""
+
+
+def _value(cfg: DictConfig, path: str):
+    try:
+        return OmegaConf.select(cfg, path, throw_on_missing=True)
+    except MissingMandatoryValue:
+        raise SettingError(f"{path} is not set (??? in its config): give it on the command line, {path}=...")
+
+
+def _integer(path: str, value, lo: int, hi: int | None = None) -> int:
+    ok = not isinstance(value, bool) and isinstance(value, int) and value >= lo and (hi is None or value <= hi)
+    if not ok:
+        allowed = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+        raise SettingError(f"{path}={value!r}: must be {allowed}")
+    return value
+
+
+def _number(path: str, value, positive: bool) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if not ok or (value <= 0 if positive else value < 0):
+        raise SettingError(f"{path}={value!r}: must be a finite number {'> 0' if positive else '>= 0'}")
+    return float(value)
+
+
+def _text(path: str, value) -> str:
+    if not isinstance(value, str) or not value:
+        raise SettingError(f"{path}={value!r}: must be a non-empty string")
+    return value
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", s)
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    experiment: str
+    arm: str
+    module: str
+    label: str
+    numerics: str
+    options: tuple  # ((name, value), ...) sorted by name: the arm's resolved options
+    shape: str
+    regimes: tuple
+    N: int
+    K: int
+    d: int
+    seed: int
+    n_iter: int
+    reps: int
+    reg_covar: float
+    ari_rows: int
+    timeout_s: float  # the arm's timeout_s times timeout_scale
+    env: tuple  # ((name, value), ...) of the code-affecting variables that are set (cfg.code_env)
+
+    # what determines the result; experiment, labels and regimes only name and file it
+    IDENTITY = ("arm", "module", "numerics", "options", "N", "K", "d", "seed", "n_iter", "reps",
+                "reg_covar", "ari_rows", "timeout_s", "env")
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig, environ: Mapping[str, str] = os.environ) -> "CellSpec":
+        """The spec of the composed config's cell; :class:`SettingError` for a setting no cell can run with."""
+        shape_name = _text("shape.name", _value(cfg, "shape.name"))
+        N, K, d = (_value(cfg, f"shape.{s}") for s in "NKd")
+        try:
+            validate_shape(N, K, d)
+        except ValueError as e:
+            raise SettingError(f"shape {shape_name}: {e}") from None
+        options = _value(cfg, "arm.options")
+        options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+        if not isinstance(options, dict):
+            raise SettingError(f"arm.options={options!r}: must be a mapping of option names to values")
+        regimes = _value(cfg, "shape.regimes")
+        return cls(
+            experiment=_text("experiment_name", _value(cfg, "experiment_name")),
+            arm=_text("arm.name", _value(cfg, "arm.name")),
+            module=_text("arm.module", _value(cfg, "arm.module")),
+            label=_text("arm.label", _value(cfg, "arm.label")),
+            numerics=_text("arm.numerics", _value(cfg, "arm.numerics")),
+            options=tuple(sorted(options.items())),
+            shape=shape_name,
+            regimes=tuple(regimes) if regimes is not None else (),
+            N=N, K=K, d=d,
+            seed=_integer("seed", _value(cfg, "seed"), 0, SEED_MAX),
+            n_iter=_integer("n_iter", _value(cfg, "n_iter"), 1),
+            reps=_integer("arm.reps", _value(cfg, "arm.reps"), 1),
+            reg_covar=_number("reg_covar", _value(cfg, "reg_covar"), positive=False),
+            ari_rows=_integer("ari_rows", _value(cfg, "ari_rows"), 1),
+            timeout_s=(_number("arm.timeout_s", _value(cfg, "arm.timeout_s"), positive=True)
+                       * _number("timeout_scale", _value(cfg, "timeout_scale"), positive=True)),
+            env=tuple((k, environ[k]) for k in sorted(_value(cfg, "code_env") or ()) if k in environ),
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CellSpec":
+        """Inverse of :meth:`as_dict` (the worker's input, a record's ``spec``)."""
+        names = {f.name for f in fields(cls)}
+        if set(d) != names:
+            raise ValueError(f"a cell spec has the fields {sorted(names)}, got {sorted(d)}")
+        return cls(**dict(d, options=tuple(sorted(d["options"].items())), regimes=tuple(d["regimes"]),
+                          env=tuple(sorted(d["env"].items()))))
+
+    def as_dict(self) -> dict:
+        """JSON-ready: options and env as mappings."""
+        return dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
+
+    @property
+    def options_dict(self) -> dict:
+        return dict(self.options)
+
+    @property
+    def digest(self) -> str:
+        """Stable digest of the fields that determine the result (canonical JSON, SHA-256)."""
+        spec = self.as_dict()
+        identity = json.dumps({k: spec[k] for k in self.IDENTITY}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(identity.encode()).hexdigest()[:DIGEST_CHARS]
+
+    @property
+    def key(self) -> str:
+        """The record's file name (without suffix): readable names, then the digest."""
+        return f"{_safe(self.arm)}__{_safe(self.shape)}__{self.digest}"
+
+    def describe(self) -> str:
+        """One line for people: the arm, the sizes and the options."""
+        opts = " ".join(f"{k}={v}" for k, v in self.options)
+        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''})"
+
+    def row(self) -> dict:
+        """The CSV columns the spec decides (the worker's report may refine algorithm and precision)."""
+        opts = self.options_dict
+        return {"experiment": self.experiment, "arm": self.arm, "label": self.label, "shape": self.shape,
+                "N": self.N, "K": self.K, "d": self.d, "regimes": ";".join(self.regimes), "seed": self.seed,
+                "numerics": self.numerics, "algorithm": opts.get("algorithm", ""),
+                "precision": opts.get("precision", self.numerics), "n_iter": self.n_iter, "reps": self.reps,
+                "reg_covar": self.reg_covar, "ari_rows": self.ari_rows, "timeout_s": self.timeout_s}
