@@ -130,7 +130,7 @@ def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, rows, pair_i
     for p in range(0, n_pairs):
         phi_hi, phi_lo = tf32x3.split(pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F),
                                       PRECISION)
-        part = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
-                          PRECISION)
-        ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
-        tl.store(ptr, tl.load(ptr) + part)
+        block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
+                           PRECISION)
+        block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
+        tl.store(block_ptr, tl.load(block_ptr) + block)
