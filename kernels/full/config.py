@@ -31,11 +31,11 @@ class FullConfig:
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
     the slab traffic and removes the float32 sums' drift over ~N / programs rows)."""
 
-    block_n: int = 64
+    block_n: int = 32
     block_k: int = 32
     cols: int = 64
     num_warps: int = 4
-    num_stages: int = 2
+    num_stages: int = 1
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
 
@@ -49,8 +49,9 @@ def choose_dataflow(d: int) -> str:
 
 
 def default_config(algorithm: str, K: int, d: int) -> FullConfig:
-    """Tiles that keep the products' y (block_n x cols) and the pair tiles (block_n x 64) at <= 32 registers a
-    thread at 4 warps; Algorithm 3 takes more programs per SM (its programs hold one component tile)."""
+    """32-row tiles without software pipelining: compiled offline for sm_90 at (K_pad, d_pad) = (32, 32), 64-row
+    tiles or two stages spill 24-392 bytes in the lift's and the statistics' kernels at 255 registers, these
+    do not (167-210 registers). Algorithm 3 takes more programs per SM (its programs hold one component tile)."""
     if algorithm == "two_pass":
         return FullConfig(block_k=min(32, pow2_at_least_16(K)), programs_per_sm=8)
     return FullConfig(block_k=min(64, pow2_at_least_16(K)))

@@ -1,0 +1,1 @@
+"""Studies of the kernels that need a GPU: benchmarks, accuracy sweeps (harness/, not the library)."""
