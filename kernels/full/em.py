@@ -146,8 +146,8 @@ def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precisio
     for i in range(lls.shape[0]):
         n, s, M2, ll = _estep(X, sample_weight, weights, means, U, ws, algorithm, dataflow, precision, cfg)
         new = mstep_full(n, s, M2, ws.center64, reg_covar)
-        for buf, value in zip(state, new[:4]):
-            buf.copy_(value)
+        for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
+            buf.copy_(torch.where(new[4], value, buf))
         lls[i] = ll
         ok &= new[4]
 

@@ -95,8 +95,8 @@ def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, precision, reg_cov
     for i in range(lls.shape[0]):
         n, s, ll = _estep(X, sample_weight, weights, means, U, ws, algorithm, precision, cfg)
         new = mstep_tied(n, s, ws.scatter64, ws.center64, reg_covar)
-        for buf, value in zip(state, new[:4]):
-            buf.copy_(value)
+        for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
+            buf.copy_(torch.where(new[4], value, buf))
         lls[i] = ll
         ok &= new[4]
 

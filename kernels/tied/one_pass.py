@@ -54,7 +54,7 @@ def _tied_one_pass_kernel(
 
 def one_pass_statistics(X, center, sample_weight, params, k_pad: int, precision: str, cfg):
     """(table (1 + d_pad, k_pad) float64 = [n | s^T] about the center, ell) of one tied E-step by Algorithm 2.
-    params = :func:`kernels.tied.em.tied_parameters`; cfg a kernels.full.config.FullConfig."""
+    params = :func:`kernels.tied.em.tied_parameters`; cfg a kernels.launch.LaunchConfig (diag's tiles)."""
     N, d = X.shape
     d_pad = center.shape[0]
     n_tiles = triton.cdiv(N, cfg.block_n)
@@ -64,5 +64,5 @@ def one_pass_statistics(X, center, sample_weight, params, k_pad: int, precision:
     _tied_one_pass_kernel[(P,)](X, center, X if sample_weight is None else sample_weight, *params, part, ll_part, N, d,
                                 X.stride(0), n_tiles, P, K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n,
                                 PRECISION=precision, WEIGHTED=sample_weight is not None, num_warps=cfg.num_warps,
-                                num_stages=cfg.num_stages)
+                                num_stages=cfg.num_stages, **cfg.register_cap())
     return part.sum(0, dtype=torch.float64), ll_part.sum()

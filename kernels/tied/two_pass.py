@@ -85,5 +85,5 @@ def two_pass_statistics(X, center, sample_weight, params, k_pad: int, precision:
     k_tiles, n_splits = statistics_grid(k_pad, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
     part = torch.empty(k_tiles, n_splits, 1 + d_pad, block_k, dtype=torch.float32, device=X.device)
     _tied_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, L, part, N, d, X.stride(0), n_tiles,
-                                                 n_splits, **meta)
+                                                 n_splits, **meta, **cfg.register_cap())
     return part.sum(1, dtype=torch.float64).permute(1, 0, 2).reshape(1 + d_pad, k_pad), ll_part.sum()
