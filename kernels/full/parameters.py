@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from kernels import tf32x3
 from kernels.lift import SENTINEL, pow2_at_least_16
+from kernels.mstep import EPS64
 from kernels.reference_full import ILL_DEFINED_COVARIANCE
 
-EPS64 = float(np.finfo(np.float64).eps)
 PAIR_BLOCK = 8  # features per block of the pair features: blocks pairs of 8 x 8 = 64 lanes, tl.dot's K >= 16
 DATAFLOWS = ("products", "lift")
 
@@ -118,7 +117,7 @@ def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs):
     """(n (K,), s (K, d), M2 (K, d, d)) float64 from the statistics table (rows x k_pad), about the kernel's center."""
     F = PAIR_BLOCK
     k_pad = stats.shape[1]
-    d_pad = (stats.shape[0] - 1 - pairs[0].shape[0] * F * F)
+    d_pad = stats.shape[0] - 1 - pairs[0].shape[0] * F * F
     n = stats[0, :K]
     s = stats[1 : 1 + d, :K].T
     blocks = stats[1 + d_pad :].view(-1, F, F, k_pad)[..., :K]  # (pairs, F, F, K): rows of block I, cols of block J
