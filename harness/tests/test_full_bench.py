@@ -34,7 +34,7 @@ def test_reference_step_is_float64_em():
 @pytest.mark.parametrize("covariance,dataflow,algorithm", [("full", "lift", "one_pass"), ("full", "products", "two_pass"),
                                                            ("tied", "whitened", "two_pass"), ("diag", "lift", "auto")])
 def test_every_variant_runs_and_is_accurate(covariance, dataflow, algorithm):
-    X = make_dataset(300, 3, 5, 1).X
+    X = make_dataset(300, 3, 5, 1, "cuda" if torch.cuda.is_available() else "cpu").X  # the kernels' device
     params = fb.initial_parameters(X, 3, 1)
     U = params[3].expand(3, 5, 5) if covariance == "tied" else params[2]
     ref = fb.reference_step(X, params[0], params[1], U, covariance, 1e-6)
