@@ -1,0 +1,57 @@
+"""Launch geometry of the full-covariance kernels and the rule between their algorithms and dataflows.
+
+The rule's two thresholds are to be set from ``python -m harness.studies.full_bench`` on each
+device (it prints the values its rows imply); until an H200 run sets them they are the
+reasoning below, not measurements:
+
+- one pass (Algorithm 2) iff K_pad * d_pad^2 <= ONE_PASS_MAX_KD2: each persistent program's slab
+  holds K_pad * (1 + d_pad + 64 * pairs) sums, about K_pad d_pad^2 / 2; past ~64K the slabs of
+  264 programs (2 per SM) stop fitting the H200's 50 MB L2, and Algorithm 3's component-tile
+  programs (slab BLOCK_K wide) win despite scoring twice;
+- the lift iff d_pad >= LIFT_MIN_D_PAD: it does ~(d/8 + 1) / (d/4) of the products' score work
+  (d = 16: 0.75x, 32: 0.625x, 64: 0.56x) but re-reads feature blocks from L1 for every pair.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from kernels.lift import pow2_at_least_16
+
+ALGORITHMS = ("one_pass", "two_pass")
+ONE_PASS_MAX_KD2 = 65536
+LIFT_MIN_D_PAD = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class FullConfig:
+    """block_n: rows per tile; block_k: components per score tile (capped at K_pad); cols: columns of
+    [U_1 | U_2 | ...] per product in the ``products`` score (cols / d_pad components, or part of one);
+    slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
+    the slab traffic and removes the float32 sums' drift over ~N / programs rows)."""
+
+    block_n: int = 32
+    block_k: int = 32
+    cols: int = 64
+    num_warps: int = 4
+    num_stages: int = 1
+    programs_per_sm: float = 2
+    slab_dtype: torch.dtype = torch.float32
+
+
+def choose_algorithm(K: int, d: int) -> str:
+    return "one_pass" if pow2_at_least_16(K) * pow2_at_least_16(d) ** 2 <= ONE_PASS_MAX_KD2 else "two_pass"
+
+
+def choose_dataflow(d: int) -> str:
+    return "lift" if pow2_at_least_16(d) >= LIFT_MIN_D_PAD else "products"
+
+
+def default_config(algorithm: str, K: int, d: int) -> FullConfig:
+    """32-row tiles without software pipelining: compiled offline for sm_90 at (K_pad, d_pad) = (32, 32), 64-row
+    tiles or two stages spill 24-392 bytes in the lift's and the statistics' kernels at 255 registers, these
+    do not (167-210 registers). Algorithm 3 takes more programs per SM (its programs hold one component tile)."""
+    if algorithm == "two_pass":
+        return FullConfig(block_k=min(32, pow2_at_least_16(K)), programs_per_sm=8)
+    return FullConfig(block_k=min(64, pow2_at_least_16(K)))

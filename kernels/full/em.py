@@ -1,0 +1,244 @@
+"""Full covariance: one fused EM iteration (`em_step`), a fixed-length fit (`fit`) and the E-step alone
+(`estep_statistics`), mirroring kernels/em.py.
+
+Parameters are scikit-learn's: weights (K,), means (K, d) and precisions_cholesky (K, d, d), the
+upper-triangular U_k with U_k U_k^T = Sigma_k^-1 (:func:`kernels.full.parameters.precisions_cholesky`
+makes it from covariances). An iteration: the score operands from the parameters (float64 torch,
+Theta(K d^2)), one fused E-step (kernels/full/one_pass.py or two_pass.py), the float64 M-step with
+its batched Cholesky (torch.linalg). Nothing synchronizes with the host inside a fit; a failed
+Cholesky is flagged on the device and raised after the loop as scikit-learn's ValueError.
+
+``sample_weight`` (N,), finite and >= 0: every statistic is weighted, the weights are normalized by
+their sum (through n_k / sum n_k), and ell = sum_i w_i log p(x_i); integer weights give the fit of
+duplicated rows. X is centered in the kernels (x - c in registers, c the column mean) as for diag.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kernels.em import PRECISIONS, check_data, data_center
+from kernels.full import config as full_config
+from kernels.full.loop import GraphedLoop, cached
+from kernels.full.one_pass import one_pass_statistics
+from kernels.full.parameters import (DATAFLOWS, feature_pairs, mstep_full, padded_sizes, score_parameters,
+                                     unpack_statistics)
+from kernels.full.two_pass import two_pass_statistics
+from kernels.reference_full import ILL_DEFINED_COVARIANCE
+
+
+@dataclass
+class StepResult:
+    """New parameters (float64, data coordinates) and ell at the incoming ones."""
+
+    weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor
+    precisions_cholesky: torch.Tensor
+    log_likelihood: torch.Tensor  # float64 scalar tensor: sum_i w_i L_i
+    algorithm: str
+    dataflow: str
+
+
+@dataclass
+class FitResult:
+    weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor  # None when n_iter = 0
+    precisions_cholesky: torch.Tensor
+    log_likelihoods: torch.Tensor  # (n_iter,) float64, each at that iteration's incoming parameters
+    algorithm: str
+    dataflow: str
+    precision: str
+    graphed: bool  # the loop ran as a replayed CUDA graph
+
+
+def check_sample_weight(X: torch.Tensor, sample_weight):
+    """sample_weight as a float32 (N,) tensor on X's device (None stays None), after the checks scikit-learn's
+    _check_sample_weight makes: one finite weight >= 0 per row, not all zero."""
+    if sample_weight is None:
+        return None
+    w = torch.as_tensor(sample_weight, device=X.device)
+    if w.ndim != 1 or w.shape[0] != X.shape[0]:
+        raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {tuple(w.shape)}")
+    w = w.to(torch.float32).contiguous()
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError("sample_weight has non-finite entries")
+    if bool((w < 0).any()):
+        raise ValueError("sample_weight must be >= 0")
+    if not bool((w > 0).any()):
+        raise ValueError("sample_weight must have at least one positive entry")
+    return w
+
+
+def check_parameters(X, weights, means, precisions_cholesky, tied: bool = False) -> None:
+    """Shapes, devices and values (one host sync): weights > 0, finite means, U upper triangular with a
+    positive diagonal ((K, d, d), or (d, d) when ``tied``)."""
+    d = X.shape[1]
+    if means.ndim != 2 or means.shape[1] != d:
+        raise ValueError(f"means must have shape (K, {d}), got {tuple(means.shape)}")
+    K = means.shape[0]
+    want = (d, d) if tied else (K, d, d)
+    if tuple(weights.shape) != (K,) or tuple(precisions_cholesky.shape) != want:
+        raise ValueError(f"weights must be ({K},) and precisions_cholesky {want}; got {tuple(weights.shape)}, "
+                         f"{tuple(precisions_cholesky.shape)}")
+    for name, t in (("weights", weights), ("means", means), ("precisions_cholesky", precisions_cholesky)):
+        if t.device != X.device:
+            raise ValueError(f"{name} is on {t.device} but X is on {X.device}")
+    U = precisions_cholesky
+    flags = torch.stack([torch.isfinite(weights).all() & (weights > 0).all(), torch.isfinite(means).all(),
+                         torch.isfinite(U).all(), (torch.tril(U, -1) == 0).all(),
+                         (torch.diagonal(U, dim1=-2, dim2=-1) > 0).all()]).tolist()
+    problems = ["weights must be finite and > 0", "means have non-finite entries",
+                "precisions_cholesky has non-finite entries",
+                "precisions_cholesky must be upper triangular (scikit-learn's precisions_cholesky_)",
+                "precisions_cholesky must have a positive diagonal"]
+    for ok, problem in zip(flags, problems):
+        if not ok:
+            raise ValueError(problem)
+
+
+def resolve(K, d, algorithm, dataflow, precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if algorithm == "auto":
+        algorithm = full_config.choose_algorithm(K, d)
+    if algorithm not in full_config.ALGORITHMS:
+        raise ValueError(f"algorithm must be 'auto' or one of {full_config.ALGORITHMS}, got {algorithm!r}")
+    if dataflow == "auto":
+        dataflow = full_config.choose_dataflow(d)
+    if dataflow not in DATAFLOWS:
+        raise ValueError(f"dataflow must be 'auto' or one of {DATAFLOWS}, got {dataflow!r}")
+    return algorithm, dataflow
+
+
+class Workspace:
+    """What an E-step needs besides the parameters: padded sizes, feature pairs, the center, L."""
+
+    def __init__(self, X, K, algorithm, center64):
+        N, d = X.shape
+        self.K, self.d = K, d
+        self.k_pad, self.d_pad = padded_sizes(K, d)
+        self.pairs = feature_pairs(d, X.device)
+        self.center64 = center64
+        self.center = torch.zeros(self.d_pad, dtype=torch.float32, device=X.device)
+        self.center[:d] = center64
+        self.L = torch.empty(N, dtype=torch.float32, device=X.device) if algorithm == "two_pass" else None
+
+
+def _estep(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg):
+    """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step."""
+    params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision)
+    if algorithm == "one_pass":
+        stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
+                                        cfg)
+    else:
+        stats, ll = two_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
+                                        cfg, L_buffer=ws.L)
+    return (*unpack_statistics(stats, ws.K, ws.d, ws.pairs), ll)
+
+
+def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg) -> None:
+    """len(lls) iterations updating state = [weights, means, covariances, precisions_cholesky] in place;
+    lls[i] <- ell at iteration i's incoming parameters; ok &= every Cholesky succeeded."""
+    weights, means, cov, U = state
+    for i in range(lls.shape[0]):
+        n, s, M2, ll = _estep(X, sample_weight, weights, means, U, ws, algorithm, dataflow, precision, cfg)
+        new = mstep_full(n, s, M2, ws.center64, reg_covar)
+        for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
+            buf.copy_(torch.where(new[4], value, buf))
+        lls[i] = ll
+        ok &= new[4]
+
+
+def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, config):
+    check_data(X)
+    weights, means, U = (torch.as_tensor(a, device=X.device).double() for a in init)
+    check_parameters(X, weights, means, U)
+    sample_weight = check_sample_weight(X, sample_weight)
+    K, d = means.shape
+    algorithm, dataflow = resolve(K, d, algorithm, dataflow, precision)
+    cfg = config or full_config.default_config(algorithm, K, d)
+    return weights, means, U, sample_weight, algorithm, dataflow, cfg, Workspace(X, K, algorithm, data_center(X, center))
+
+
+def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=None, algorithm: str = "auto",
+                     dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None):
+    """(n (K,), s (K, d), M2 (K, d, d), ell, center (d,)) in float64: the fused E-step's statistics about
+    ``center`` (s = sum g (x - c), M2 = sum g (x - c)(x - c)^T, g = w gamma), for callers with their own M-step."""
+    weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
+        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
+    return (*_estep(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg), ws.center64)
+
+
+def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
+            algorithm: str = "auto", dataflow: str = "auto", precision: str = "tf32x3", center=True,
+            config=None) -> StepResult:
+    """One fused EM iteration from (weights (K,), means (K, d), precisions_cholesky (K, d, d)); the new
+    parameters in float64 and ell at the incoming ones. scikit-learn's ValueError if a new covariance is not
+    positive definite."""
+    weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
+        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
+    n, s, M2, ll = _estep(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg)
+    new_w, new_m, cov, new_U, ok = mstep_full(n, s, M2, ws.center64, reg_covar)
+    if not bool(ok):
+        raise ValueError(ILL_DEFINED_COVARIANCE)
+    return StepResult(new_w, new_m, cov, new_U, ll, algorithm, dataflow)
+
+
+class _GraphedFit:
+    """Static buffers of one (X, settings) and the graph of n_iter iterations over them."""
+
+    def __init__(self, X, sample_weight, K, n_iter, ws, algorithm, dataflow, precision, reg_covar, cfg):
+        d, dev, f64 = X.shape[1], X.device, torch.float64
+        self.state = [torch.ones(K, dtype=f64, device=dev), torch.zeros(K, d, dtype=f64, device=dev),
+                      torch.zeros(K, d, d, dtype=f64, device=dev), torch.eye(d, dtype=f64, device=dev).repeat(K, 1, 1)]
+        self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
+        self.ok = torch.ones((), dtype=torch.bool, device=dev)
+        self.ws = ws
+
+        def body():
+            self.ok.fill_(True)
+            _iterate(X, sample_weight, self.state, self.ws, self.lls, self.ok, algorithm, dataflow, precision,
+                     reg_covar, cfg)
+
+        self.loop = GraphedLoop(body, dev)
+
+    def run(self, weights, means, U, center64):
+        for buf, value in zip(self.state[:2] + self.state[3:], (weights, means, U)):
+            buf.copy_(value)
+        self.ws.center64.copy_(center64)
+        self.ws.center[: center64.shape[0]].copy_(center64)
+        self.loop.replay()
+        return [t.clone() for t in self.state], self.lls.clone(), bool(self.ok)
+
+
+def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
+        dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None,
+        cuda_graph: bool = True) -> FitResult:
+    """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, precisions_cholesky), no early stop.
+    On CUDA the loop is captured as a CUDA graph on first use and replayed by later fits of the same X,
+    weights and settings (``cuda_graph=False``: eagerly). One host sync per fit, after the loop."""
+    if n_iter < 0:
+        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
+        X, init, sample_weight, algorithm, dataflow, precision, center, config)
+    K = means.shape[0]
+    graphed = X.is_cuda and cuda_graph and n_iter > 0
+    if graphed:
+        key = (X.data_ptr(), tuple(X.shape), X.device, None if sw is None else sw.data_ptr(), K, n_iter, algorithm,
+               dataflow, precision, reg_covar, cfg)
+        g = cached(key, lambda: _GraphedFit(X, sw, K, n_iter, ws, algorithm, dataflow, precision, reg_covar, cfg))
+        state, lls, ok = g.run(weights, means, U, ws.center64)
+    else:
+        state = [weights.clone(), means.clone(), torch.zeros(K, X.shape[1], X.shape[1], dtype=torch.float64,
+                                                             device=X.device), U.clone()]
+        lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
+        ok_t = torch.ones((), dtype=torch.bool, device=X.device)
+        _iterate(X, sw, state, ws, lls, ok_t, algorithm, dataflow, precision, reg_covar, cfg)
+        ok = bool(ok_t)
+    if not ok:
+        raise ValueError(ILL_DEFINED_COVARIANCE)
+    return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls, algorithm, dataflow,
+                     precision, graphed)

@@ -1,0 +1,136 @@
+"""Triton pieces the full-covariance kernels share: the row tile, the two scores, the statistics.
+
+A score tile is S[rows, k0 : k0 + BLOCK_K] (float32, padded components at the sentinel), by
+either dataflow of :mod:`kernels.full.parameters`:
+
+- ``products``: y = (x - c) @ Lcat[:, cols] - off[cols], COLS columns per tl.dot (COLS // d_pad
+  components, or a d_pad / COLS-th of one), ||y||^2 summed per component in registers;
+- ``lift``: (x - c) @ Wl plus, per block pair (I, J), phi @ Wq[pair] where phi (rows x 64) is the
+  outer product of the row tile's feature blocks I and J, formed in registers (re-read from L1).
+
+The statistics of a responsibility tile g (rows x BLOCK_K, weights and row mask applied) are the
+same for both: n = sum g, s = (x - c)^T g, and per block pair phi^T g (the upper block triangle of
+sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
+(rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
+component do not fit in registers, and a slot read and written by one program needs no atomics.
+Products are TF32 splits (kernels.tf32x3) with the weights split on the host.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels import tf32x3
+
+
+@triton.jit
+def centered_tile(X, center, rows, cols, N, d, stride_x):
+    """x - c at rows x cols, zero outside the data (rows >= N or cols >= d)."""
+    ok = (rows < N)[:, None] & (cols < d)[None, :]
+    x = tl.load(X + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
+    c = tl.load(center + cols, mask=cols < d, other=0.0)
+    return tl.where(ok, x - c[None, :], 0.0)
+
+
+@triton.jit
+def row_weights(w, rows, N, WEIGHTED: tl.constexpr):
+    """The rows' sample weights (1 without them), 0 past N."""
+    if WEIGHTED:
+        return tl.load(w + rows, mask=rows < N, other=0.0)
+    else:
+        return tl.where(rows < N, 1.0, 0.0)
+
+
+@triton.jit
+def pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N: tl.constexpr, F: tl.constexpr):
+    """phi (BLOCK_N x F*F): (x - c)_{I F + a} (x - c)_{J F + b} at lane a F + b, for block pair p = (I, J)."""
+    a = tl.arange(0, F)
+    xi = centered_tile(X, center, rows, tl.load(pair_i + p) * F + a, N, d, stride_x)
+    xj = centered_tile(X, center, rows, tl.load(pair_j + p) * F + a, N, d, stride_x)
+    return tl.reshape(xi[:, :, None] * xj[:, None, :], [BLOCK_N, F * F])
+
+
+@triton.jit
+def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
+    """A host-split operand (kernels.full.parameters.split_tf32): (high, low) under tf32x3, else (W, W)."""
+    hi = tl.load(W + offsets)
+    if PRECISION == "tf32x3":
+        return hi, tl.load(W + w_lo + offsets)
+    else:
+        return hi, hi
+
+
+@triton.jit
+def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0,
+                   K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   COLS: tl.constexpr, PRECISION: tl.constexpr):
+    """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products."""
+    G: tl.constexpr = COLS // D_PAD if COLS >= D_PAD else 1  # components per product
+    SUB: tl.constexpr = COLS // G  # columns of one component per product
+    kl = tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, D_PAD)
+    q = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for j in range(0, BLOCK_K * D_PAD // COLS):
+        cols = k0 * D_PAD + j * COLS + tl.arange(0, COLS)
+        u_hi, u_lo = load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
+        y = tf32x3.dot(x_hi, x_lo, u_hi, u_lo, tl.zeros([BLOCK_N, COLS], tl.float32), PRECISION)
+        y -= tl.load(off + cols)[None, :]
+        part = tl.sum(tl.reshape(y * y, [BLOCK_N, G, SUB]), 2)  # (BLOCK_N, G): this product's components
+        comp = (j * COLS) // D_PAD + tl.arange(0, G)
+        q += tl.sum(tl.where(kl[None, None, :] == comp[None, :, None], part[:, :, None], 0.0), 1)
+    return tl.load(b + k0 + kl)[None, :] - 0.5 * q
+
+
+@triton.jit
+def lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x,
+               Wq, wq_lo, Wl, wl_lo, bl, k0,
+               K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               F: tl.constexpr, PRECISION: tl.constexpr):
+    """S[:, k0 : k0 + BLOCK_K] = phi Wq + (x - c) Wl + bl by the quadratic lift."""
+    kk = k0 + tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, D_PAD)
+    ff = tl.arange(0, F * F)
+    l_hi, l_lo = load_split(Wl, wl_lo, dd[:, None] * K_PAD + kk[None, :], PRECISION)
+    acc = tf32x3.dot(x_hi, x_lo, l_hi, l_lo, tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION)
+    for p in range(0, n_pairs):
+        phi_hi, phi_lo = tf32x3.split(pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F),
+                                      PRECISION)
+        q_hi, q_lo = load_split(Wq, wq_lo, (p * F * F + ff)[:, None] * K_PAD + kk[None, :], PRECISION)
+        acc = tf32x3.dot(phi_hi, phi_lo, q_hi, q_lo, acc, PRECISION)
+    return acc + tl.load(bl + kk)[None, :]
+
+
+@triton.jit
+def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo, bias, k0,
+               K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               F: tl.constexpr, COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr):
+    """The score tile by DATAFLOW: ``products`` (Wa = Lcat, Wb = off) or ``lift`` (Wa = Wq, Wb = Wl)."""
+    if DATAFLOW == "products":
+        return products_score(x_hi, x_lo, Wa, wa_lo, Wb, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION)
+    else:
+        return lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
+                          bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+
+
+@triton.jit
+def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x,
+                          D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
+                          PRECISION: tl.constexpr):
+    """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
+    program's (rows x KW), float32 or float64 (the sums over row tiles are taken in its dtype)."""
+    kl = kofs + tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, D_PAD)
+    ff = tl.arange(0, F * F)
+    ptr = slab + kl
+    tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
+    g_hi, g_lo = tf32x3.split(g, PRECISION)
+    part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32), PRECISION)
+    ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
+    tl.store(ptr, tl.load(ptr) + part)
+    for p in range(0, n_pairs):
+        phi_hi, phi_lo = tf32x3.split(pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F),
+                                      PRECISION)
+        block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
+                           PRECISION)
+        block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
+        tl.store(block_ptr, tl.load(block_ptr) + block)
