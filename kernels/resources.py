@@ -67,7 +67,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
-               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK") or k == "ACCUMULATION"}}
         try:
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                                       options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
