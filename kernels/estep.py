@@ -155,6 +155,7 @@ def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b
     n, s, u, s_scale = (torch.zeros(len(comps), *shape, dtype=torch.float64, device=X.device)
                         for shape in ((), (d,), (d,), (d,)))
     chunk = max(1, max_elements // max(K, 1))
+    xmax = 0.0
     for r0 in range(0, N, chunk):
         xc = X[r0 : r0 + chunk].double() - c
         lifted = torch.cat([xc, xc * xc], 1)
@@ -167,13 +168,26 @@ def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b
         s += g.T @ xc
         u += g.T @ (xc * xc)
         s_scale += g.T @ xc.abs()
-    return {"n": n, "s": s, "u": u, "n_scale": n, "s_scale": s_scale, "u_scale": u}
+        xmax = max(xmax, float(xc.abs().max())) if xc.numel() else xmax
+    return {"n": n, "s": s, "u": u, **statistic_scales(n, s_scale, u, N, xmax)}
 
 
+FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)
 SCALES = """Per-component scales of the statistics' errors, relative to each component's own size: n_k for n_k;
 sum_i Gamma_ik |x_ic - c_c| for s_kc (s of centered data cancels towards 0, its terms do not); u_kc itself
 (= sum_i Gamma_ik (x_ic - c_c)^2, a sum of non-negative terms) for u_kc. A global scale (N, N max|x|^2) lets
-a small component lose every digit unseen."""
+a small component lose every digit unseen. Each is floored at what float32 responsibilities cannot resolve:
+a Gamma below float32's smallest normal number (FLOAT32_TINY) is 0 in the kernels, so N * FLOAT32_TINY for
+n, times max|x - c| for s and max|x - c|^2 for u (a component far from every row is then measured against
+that floor, not against its vanishing float64 size)."""
+
+
+def statistic_scales(n, s_abs, u, N: int, xmax: float) -> dict:
+    """The :data:`SCALES` of n (K,), s and u (K, d) from float64 n, sum_i Gamma |x - c| (``s_abs``) and u of N
+    rows whose largest |x - c| is ``xmax``."""
+    floor = N * FLOAT32_TINY
+    return {"n_scale": n.clamp_min(floor), "s_scale": s_abs.clamp_min(floor * xmax),
+            "u_scale": u.clamp_min(floor * xmax * xmax)}
 
 
 def per_component_errors(n, s, u, reference: dict) -> dict:
