@@ -176,7 +176,9 @@ def _statistics_product(a_hi, a_lo, g_hi, g_lo, high, low, PRECISION: tl.constex
     """(high, low) += a^T @ Gamma. "program": in the tensor cores' own float32 accumulator across every
     row tile of the program (Hopper's wgmma truncates as it accumulates: the error grows with the tiles,
     kernels/README.md "Numerics"). Otherwise the tile's product goes into a fresh accumulator and then
-    into the running sums on the CUDA cores (:func:`add_partial`)."""
+    into the running sums on the CUDA cores (:func:`add_partial`): under tf32x3 the sm_90 TTGIR keeps that add
+    (an arith.addf after the three products); under ieee, one FMA product rounding to nearest, Triton folds
+    ``high + dot(a, b, 0)`` of "tile_f32" back into ``dot(a, b, high)``."""
     if ACCUMULATION == "program":
         high = tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, high, PRECISION)
     else:
