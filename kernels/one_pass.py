@@ -5,7 +5,8 @@ A persistent launch: each program keeps the whole padded component axis on chip
 row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, gets
 the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
 the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
-accumulates the statistics with a second product. One atomic commit per program.
+accumulates the statistics with a second product, each tile's into running sums
+(LaunchConfig.accumulation, kernels.lift.add_partial). One atomic commit per program.
 At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
 Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3).
 """
@@ -20,8 +21,8 @@ from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count
-from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
-                          statistics_accumulators)
+from kernels.lift import (accumulate_statistics, add_partial, commit_statistics, lifted_score, running_sums, split_rows,
+                          split_weights, statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -32,6 +33,7 @@ def _one_pass_kernel(
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    ACCUMULATION: tl.constexpr, COMMIT_TILES: tl.constexpr,
 ):
     pid = tl.program_id(0)
     kk = tl.arange(0, K_PAD)
@@ -41,10 +43,11 @@ def _one_pass_kernel(
     # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
     HALVES: tl.constexpr = D_PAD >= 64
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_acc, u_acc = statistics_accumulators(D_PAD, K_PAD, HALVES)
+    s_hi, s_lo, u_hi, u_lo = statistics_accumulators(D_PAD, K_PAD, HALVES, ACCUMULATION)
     bias = tl.load(b + kk)
-    n_acc = tl.zeros([K_PAD], dtype=tl.float32)
+    n_hi, n_lo = running_sums(tl.zeros([K_PAD], dtype=tl.float32), ACCUMULATION)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
+    visited = 0
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
@@ -55,12 +58,18 @@ def _one_pass_kernel(
         p = tl.exp(s - m[:, None])
         lam = tl.sum(p, 1)
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
-        n_acc += tl.sum(g, 0)
+        n_hi, n_lo = add_partial(n_hi, n_lo, tl.sum(g, 0), ACCUMULATION)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        s_acc, u_acc = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION, HALVES)
+        s_hi, s_lo, u_hi, u_lo = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_hi, s_lo, u_hi, u_lo, PRECISION,
+                                                       HALVES, ACCUMULATION)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
-    commit_statistics(su_out, kk, s_acc, u_acc, D_PAD, HALVES)
+        visited += 1
+        if COMMIT_TILES > 0:
+            if visited % COMMIT_TILES == 0:  # LaunchConfig.commit_tiles: commit and restart the running sums
+                commit_statistics(n_out, su_out, kk, n_hi, n_lo, s_hi, s_lo, u_hi, u_lo, D_PAD, HALVES, ACCUMULATION)
+                n_hi, n_lo = running_sums(tl.zeros([K_PAD], dtype=tl.float32), ACCUMULATION)
+                s_hi, s_lo, u_hi, u_lo = statistics_accumulators(D_PAD, K_PAD, HALVES, ACCUMULATION)
+    commit_statistics(n_out, su_out, kk, n_hi, n_lo, s_hi, s_lo, u_hi, u_lo, D_PAD, HALVES, ACCUMULATION)
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0), sem="relaxed")
 
 
@@ -123,8 +132,8 @@ def _wgmma_shared_memory_limit(device_index: int) -> int | None:
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """The kernel's compile-time parameters and launch options for these padded sizes
     (what it runs with, and what harness.studies.resources compiles offline)."""
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages, **cfg.register_cap())
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, ACCUMULATION=cfg.accumulation,
+                COMMIT_TILES=cfg.commit_tiles, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
 
 
 def _zeros(k_pad, d_pad, device):

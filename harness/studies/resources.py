@@ -1,6 +1,7 @@
 """What the compiler makes of a kernel configuration, without a GPU.
 
-Compiles Algorithm 2's and Algorithm 3's kernels for sm_90 (Hopper) with Triton's own
+Compiles Algorithm 2's and Algorithm 3's kernels (and the Gluon warp-specialized pass 2 where the launch
+config takes it) for sm_90 (Hopper) with Triton's own
 ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
 memory per program, how many programs fit on one multiprocessor by each of those limits,
 and the global atomics and memory barriers in the SASS. The register and shared-memory
@@ -49,6 +50,30 @@ def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     }
 
 
+def _ws_pass2(k_pad: int, cfg: LaunchConfig):
+    """Algorithm 3's warp-specialized pass 2 (Gluon, d_pad = 32) as kernels.two_pass_ws launches it: the
+    kernel, its signature (a TMA descriptor of X's 64 x 32 tiles) and its compile-time parameters."""
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    from triton.runtime.jit import mangle_type
+
+    from kernels import two_pass_ws
+
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    X = torch.empty(64, two_pass_ws.D_PAD)
+    desc = TensorDescriptor(X, list(X.shape), [two_pass_ws.D_PAD, 1], [64, two_pass_ws.D_PAD], layout)
+    sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
+           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32}
+    constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k, STAGES=two_pass_ws.STAGES,
+                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS, ACCUMULATION=cfg.accumulation,
+                      COMMIT_TILES=cfg.commit_tiles)
+    source = GluonASTSource(two_pass_ws._statistics_kernel_ws, {**sig, **{k: "constexpr" for k in constexprs}},
+                            constexprs=constexprs)
+    return source, constexprs, {"num_warps": 4, "maxnreg": 128}
+
+
 def _cuobjdump() -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
@@ -61,13 +86,14 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
     for name, (fn, sig, meta) in _kernels(k_pad, d_pad, cfg, precision).items():
-        if not name.startswith(algorithm):
-            continue
+        if not name.startswith(algorithm) or (name == "two_pass.statistics" and cfg.warp_specialized_pass2
+                                               and precision == "tf32x3" and d_pad == 32):
+            continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there)
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
-               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK") or k == "ACCUMULATION"}}
         try:
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                                       options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
@@ -75,6 +101,15 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue
         rows.append({**row, **_usage(compiled, warps)})
+    if algorithm == "two_pass" and precision == "tf32x3" and cfg.warp_specialized_pass2 and d_pad == 32:
+        source, constexprs, options = _ws_pass2(k_pad, cfg)
+        row = {"kernel": "two_pass.statistics_ws", "K": K, "d": d, "precision": precision, "num_warps": 8,
+               "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"],
+               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK") or k == "ACCUMULATION"}}
+        try:  # registers: the launch's 128 a thread; setmaxnreg gives the compute warpgroup 232, the loader 24
+            rows.append({**row, **_usage(triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options), 8)})
+        except Exception as e:
+            rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
     return rows
 
 
