@@ -25,7 +25,10 @@ class LaunchConfig:
     a cap fits more programs to hide latency, at the price of spills (None: no cap);
     warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py wherever that kernel takes
     it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
-    Triton kernel as at 0.
+    Triton kernel as at 0;
+    warp_specialized_one_pass: Algorithm 2 by kernels/one_pass_ws.py wherever that kernel takes it (tf32x3
+    on a Hopper GPU, d_pad = 32, d a multiple of 4, K_pad <= 128; one_pass_ws.refusal), else by the Triton
+    kernel as at 0. It runs one program per SM whatever programs_per_sm says.
     """
 
     block_n: int = 64
@@ -38,6 +41,7 @@ class LaunchConfig:
     normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
     warp_specialized_pass2: int = 0
+    warp_specialized_one_pass: int = 0
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""

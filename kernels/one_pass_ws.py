@@ -324,6 +324,43 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = True, running_
     return n, su, ll
 
 
+def float64_statistics(X, center, W, b, K: int, chunk: int = 1 << 17):
+    """What the kernel approximates, in float64 from the same lift (W, b) and center: n (K,), s and u (K, d)
+    about the center, a = sum_i Gamma |x - c| (K, d: the scale of s, whose terms cancel) and ell."""
+    d, d_pad = X.shape[1], W.shape[0] // 2
+    Wc = torch.cat([W[:d, :K], W[d_pad : d_pad + d, :K]]).double()
+    bk = b[:K].double()
+    f64 = dict(dtype=torch.float64, device=X.device)
+    n, ll = torch.zeros(K, **f64), torch.zeros((), **f64)
+    s, u, a = (torch.zeros(K, d, **f64) for _ in range(3))
+    for r0 in range(0, X.shape[0], chunk):
+        xc = X[r0 : r0 + chunk].double() - center[:d].double()
+        S = torch.cat([xc, xc * xc], 1) @ Wc + bk
+        L = torch.logsumexp(S, 1)
+        g = torch.exp(S - L[:, None])
+        n += g.sum(0)
+        s += g.T @ xc
+        u += g.T @ (xc * xc)
+        a += g.T @ xc.abs()
+        ll += L.sum()
+    return n, s, u, a, ll
+
+
+def per_component_errors(n, su, ll, reference) -> dict:
+    """The worst component's error of a kernel's n, s, u (``su`` = [s | u], d_pad lanes each) against
+    :func:`float64_statistics`, each relative to that component's own size (n_k, a_k for s, u_k; one row's
+    worth, 1, for a component that holds less), and ell's relative error."""
+    n64, s64, u64, a64, ll64 = reference
+    K, d = s64.shape
+    d_pad = su.shape[1] // 2
+    su = su[:K].double()
+    n = n[:K].double()
+    return {"n_err": float(((n - n64).abs() / n64.clamp_min(1.0)).max()),
+            "s_err": float(((su[:, :d] - s64).abs() / a64.clamp_min(1.0)).max()),
+            "u_err": float(((su[:, d_pad : d_pad + d] - u64).abs() / u64.clamp_min(1.0)).max()),
+            "ll_err": abs(float(ll.reshape(())) - float(ll64)) / abs(float(ll64))}
+
+
 def compile_report(k_pad: int, pingpong: bool = True, running_sums: str = "float32") -> dict:
     """The sm_90 compile of one configuration, without a GPU: registers at launch and per partition
     (setmaxnreg), local-memory stack and spill instructions, shared memory, and the SASS counts of the
