@@ -25,7 +25,12 @@ the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One 
 per consumer. The score's six products are taken in the Triton kernel's order over the 64 lifted lanes
 (every lo.hi, then every hi.lo, then every hi.hi), so S is summed as kernels/one_pass.py sums it.
 
-Not yet run on a GPU: the sm_90 compile report is ``python -m kernels.one_pass_ws --resources``.
+Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
+4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
+Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m kernels.one_pass_ws
+--resources``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at K_pad <= 32, 16 B at 64,
+224 B at 128 (ptxas spills loop-invariant wgmma descriptors next to the 192 registers of running sums, score
+and A operands); float64 running sums: 64 B at 64, 536 B at 128. Not yet run on a GPU.
 """
 from __future__ import annotations
 

@@ -168,3 +168,33 @@ def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
         assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
         assert ows.shared_bytes(k, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
     assert ows.shared_bytes(128, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
+
+
+def test_sm90_compile_has_the_schedule_it_claims():
+    """Offline sm_90 compile (no GPU; a subprocess without the interpreter): per consumer and tile the score's
+    24 HGMMA (six K = 32 products) and the statistics' 24 (three K = 64) under one wait each (4 WARPGROUP.DEPBAR
+    for the two consumers), the consumers at 240 registers and the loader at 24 by setmaxnreg, no stack at
+    K_pad <= 32, shared memory under the H200's limit, and float64 reductions for the commits."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kernels.one_pass_ws import SHARED_LIMIT
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-m", "kernels.one_pass_ws", "--resources", "--pingpong", "1",
+                        "--running-sums", "float32"], cwd=Path(__file__).resolve().parents[2], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = {r["K_pad"]: r for r in map(json.loads, p.stdout.splitlines())}
+    assert sorted(rows) == [16, 32, 64, 128]
+    for k_pad, r in rows.items():
+        assert "error" not in r, r
+        assert r["sass"]["HGMMA"] == 96 and r["sass"]["WARPGROUP.DEPBAR"] == 4, r["sass"]
+        assert ["dec", "24"] in r["setmaxnreg"] and ["inc", "240"] in r["setmaxnreg"], r["setmaxnreg"]
+        assert r["shared_bytes"] <= SHARED_LIMIT and r["registers_at_launch"] <= 168
+        assert any(op.startswith("REDG.E.ADD.F64") for op in r["sass"]), r["sass"]
+        if k_pad <= 32:
+            assert r["stack_bytes"] == 0, r
