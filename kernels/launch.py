@@ -36,6 +36,9 @@ class LaunchConfig:
     warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py wherever that kernel takes
     it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
     Triton kernel as at 0;
+    warp_specialized_one_pass: Algorithm 2 by kernels/one_pass_ws.py wherever that kernel takes it (tf32x3
+    on a Hopper GPU, d_pad = 32, d a multiple of 4, K_pad <= 128; one_pass_ws.refusal), else by the Triton
+    kernel as at 0. It runs one program per SM whatever programs_per_sm says;
     accumulation: how the statistics kernels sum their row tiles (one of ACCUMULATIONS, default
     STATISTICS_ACCUMULATION); commit_tiles: a statistics program commits its running sums (float64
     atomics) and restarts them every this many of its row tiles, bounding the rows any float32 sum spans
@@ -52,6 +55,7 @@ class LaunchConfig:
     normalizer_block_k: int | None = None
     normalizer_warps: int | None = None
     warp_specialized_pass2: int = 0
+    warp_specialized_one_pass: int = 0
     accumulation: str = STATISTICS_ACCUMULATION
     commit_tiles: int = 0
 

@@ -82,6 +82,12 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     """
+    if cfg.warp_specialized_one_pass:
+        from kernels import one_pass_ws  # Gluon: Hopper only
+
+        if one_pass_ws.refusal(X, W, precision) is None:
+            out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
+            return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out)
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:

@@ -81,7 +81,8 @@ def relative_errors(got, want, scales: dict) -> dict:
 
 def tiling_text(cfg: LaunchConfig) -> str:
     text = f"block_n={cfg.block_n};block_k={cfg.block_k};programs_per_sm={cfg.programs_per_sm};warps={cfg.num_warps};stages={cfg.num_stages}"
-    return text + (";warp_specialized_pass2=1" if cfg.warp_specialized_pass2 else "")
+    return (text + (";warp_specialized_pass2=1" if cfg.warp_specialized_pass2 else "")
+            + (";warp_specialized_one_pass=1" if cfg.warp_specialized_one_pass else ""))
 
 
 def device_name(device: torch.device) -> str:
