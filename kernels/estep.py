@@ -145,7 +145,8 @@ def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b
     row normalizer from pass 1 (the one its pass 2 uses), or None for Algorithm 2, which forms its own:
     then L is the float64 log-sum-exp of the same S over the K components. The reference of
     :func:`per_component_errors`; returns float64 n (k,), s, u (k, d) and the scales :data:`SCALES` names,
-    for the components ``comps`` (default all K), in row chunks of at most ``max_elements`` scores."""
+    for the components ``comps`` (default all K), in row chunks of at most ``max_elements`` scores, and (L
+    None) ``ll`` = sum_i L_i in float64."""
     N, d = X.shape
     d_pad = W.shape[0] // 2
     comps = torch.arange(K, device=X.device) if comps is None else comps
@@ -156,12 +157,15 @@ def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b
                         for shape in ((), (d,), (d,), (d,)))
     chunk = max(1, max_elements // max(K, 1))
     xmax = 0.0
+    ll = torch.zeros((), dtype=torch.float64, device=X.device)
     for r0 in range(0, N, chunk):
         xc = X[r0 : r0 + chunk].double() - c
         lifted = torch.cat([xc, xc * xc], 1)
         if L is None:
             S = lifted @ Wall + ball
-            g = torch.exp(S[:, comps] - torch.logsumexp(S, 1, keepdim=True))
+            Lc = torch.logsumexp(S, 1, keepdim=True)
+            g = torch.exp(S[:, comps] - Lc)
+            ll += Lc.sum()
         else:
             g = torch.exp(lifted @ Wall[:, comps] + ball[comps] - L[r0 : r0 + chunk, None].double())
         n += g.sum(0)
@@ -169,7 +173,7 @@ def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b
         u += g.T @ (xc * xc)
         s_scale += g.T @ xc.abs()
         xmax = max(xmax, float(xc.abs().max())) if xc.numel() else xmax
-    return {"n": n, "s": s, "u": u, **statistic_scales(n, s_scale, u, N, xmax)}
+    return {"n": n, "s": s, "u": u, **statistic_scales(n, s_scale, u, N, xmax), **({"ll": ll} if L is None else {})}
 
 
 FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)

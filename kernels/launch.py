@@ -8,15 +8,13 @@ import torch
 
 INTERPRETER_PROGRAMS = 3  # programs the CPU interpreter runs: few, but > 1 so atomics are exercised
 
-# How a statistics kernel (Algorithm 2, both passes 2 of Algorithm 3) sums its row tiles' n, s, u before the
-# float64 commit (kernels/lift.py: running_sums, add_partial, committed):
-#   "program": in the tensor cores' float32 accumulator across all of a program's tiles (before issue 21:
-#              s, u lost ~1e-4 per component at ~30 000 rows per program, kernels/README.md "Numerics");
-#   "tile_f32": each tile's product into a fresh accumulator, added in float32 on the CUDA cores;
-#   "tile_f32x2": the same, added into a compensated two-float32 sum (TwoSum);
-#   "tile_f64": the same, added in float64.
-ACCUMULATIONS = ("program", "tile_f32", "tile_f32x2", "tile_f64")
-STATISTICS_ACCUMULATION = "tile_f32x2"  # the default; harness.studies.statistics_accumulation measures them all
+# Every statistics kernel (Algorithm 2, Triton and warp-specialized; both passes 2 of Algorithm 3) puts each row
+# tile's product into a fresh float32 accumulator and adds it into float32 running sums on the CUDA cores (issue 21:
+# the tensor cores' accumulator carried across all of a program's tiles lost ~1e-4 per component of s and u at
+# ~30 000 rows per program). A float32 running sum's error still grows with the partial sums it adds (measured on
+# the H200, kernels/README.md "Numerics": <= 4e-7 per component at <= 237 tiles, 1.2e-6 at 473 (1M_4096_32's pass
+# 2), 1.2e-5 at ~5 900 (100M rows in one pass)), so the grids are sized for at most SUM_TILES row tiles a sum.
+SUM_TILES = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +36,14 @@ class LaunchConfig:
     Triton kernel as at 0;
     warp_specialized_one_pass: Algorithm 2 by kernels/one_pass_ws.py wherever that kernel takes it (tf32x3
     on a Hopper GPU, d_pad = 32, d a multiple of 4, K_pad <= 128; one_pass_ws.refusal), else by the Triton
-    kernel as at 0. It runs one program per SM whatever programs_per_sm says;
-    accumulation: how the statistics kernels sum their row tiles (one of ACCUMULATIONS, default
-    STATISTICS_ACCUMULATION); commit_tiles: a statistics program commits its running sums (float64
-    atomics) and restarts them every this many of its row tiles, bounding the rows any float32 sum spans
-    (0: once, at the end).
+    kernel as at 0. It runs one program per SM (times :func:`sum_bounded`'s factor) whatever
+    programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
+    fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
+    kernel's 2.4 tiles per program measured slower);
+    sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
+    where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
+    the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);
+    1: every row tile committed alone in float64 (the accumulation-free reference of the same kernel).
     """
 
     block_n: int = 64
@@ -56,14 +57,12 @@ class LaunchConfig:
     normalizer_warps: int | None = None
     warp_specialized_pass2: int = 0
     warp_specialized_one_pass: int = 0
-    accumulation: str = STATISTICS_ACCUMULATION
-    commit_tiles: int = 0
+    warp_specialized_one_pass_rows: int = 0
+    sum_tiles: int = SUM_TILES
 
     def __post_init__(self):
-        if self.accumulation not in ACCUMULATIONS:
-            raise ValueError(f"accumulation must be one of {ACCUMULATIONS}, got {self.accumulation!r}")
-        if self.commit_tiles < 0:
-            raise ValueError(f"commit_tiles must be >= 0 (0: one commit per program), got {self.commit_tiles}")
+        if self.sum_tiles < 0:
+            raise ValueError(f"sum_tiles must be >= 0 (0: no bound), got {self.sum_tiles}")
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""
@@ -82,6 +81,17 @@ def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
     return max(1, min(n_tiles, int(per_sm * sm_count(device.index or 0))))
 
 
+def sum_bounded(programs: int, n_tiles: int, sum_tiles: int, sums_per_program: int = 1) -> int:
+    """``programs`` (a grid of whole waves) times the smallest whole factor that leaves each of a program's
+    ``sums_per_program`` running sums at most ``sum_tiles`` of the ``n_tiles`` row tiles (a program takes every
+    programs-th tile; the warp-specialized one pass deals a program's tiles to two consumers in turn), never
+    more programs than tiles. sum_tiles = 0: ``programs`` unchanged."""
+    if sum_tiles == 0:
+        return programs
+    factor = -(-n_tiles // (programs * sums_per_program * sum_tiles))
+    return programs if factor <= 1 else min(programs * factor, n_tiles)
+
+
 def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
     """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
     per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
@@ -90,9 +100,25 @@ def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
     return k_tiles, max(1, programs // k_tiles)
 
 
+MAX_ROW_SPLITS = 65535  # pass 2's row splits are its grid's y dimension
+
+
+def statistics_pass_grid(K: int, block_k: int, n_tiles: int, device: torch.device, cfg: LaunchConfig) -> tuple[int, int]:
+    """Pass 2's grid (component tiles, row splits) for ``n_tiles`` row tiles: :func:`statistics_grid` of the
+    persistent program count, the splits raised by :func:`sum_bounded` so a program's running sums add at most
+    ``cfg.sum_tiles`` row tiles. Past MAX_ROW_SPLITS splits (sum_tiles = 1 beyond 4M rows) it refuses: run
+    the rows in slices."""
+    k_tiles, splits = statistics_grid(K, block_k, program_count(n_tiles, device, cfg.programs_per_sm))
+    splits = sum_bounded(splits, n_tiles, cfg.sum_tiles)
+    if splits > MAX_ROW_SPLITS:
+        raise ValueError(f"pass 2 at sum_tiles = {cfg.sum_tiles} needs {splits} row splits for {n_tiles} row tiles; "
+                         f"the grid takes {MAX_ROW_SPLITS}: give it fewer rows at a time")
+    return k_tiles, splits
+
+
 def parse_config(text: str | None) -> LaunchConfig | None:
     """A launch config from 'field=value,...' of LaunchConfig's fields, e.g.
-    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8,accumulation=tile_f64'."""
+    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""
     if not text:
         return None
     types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}

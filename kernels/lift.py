@@ -112,111 +112,53 @@ def lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, acc, PRECIS
 
 
 @triton.jit
-def running_sums(zero, ACCUMULATION: tl.constexpr):
-    """Running sums (high, low) of partial sums shaped like the float32 zeros ``zero``, for
-    :func:`add_partial`: a float64 high under "tile_f64", a float32 pair under "tile_f32x2" (low: the
-    compensation), else a float32 high; an unused one-element low where there is none. (A float64
-    precision's accumulators, issue 20, would be float64 highs here.)"""
-    if ACCUMULATION == "tile_f64":
-        return zero.to(tl.float64), tl.zeros([1], tl.float32)
-    elif ACCUMULATION == "tile_f32x2":
-        return zero, zero
-    else:
-        return zero, tl.zeros([1], tl.float32)
-
-
-@triton.jit
-def add_partial(high, low, part, ACCUMULATION: tl.constexpr):
-    """(high, low) += one row tile's float32 partial sums ``part``, on the CUDA cores.
-
-    "tile_f64": converted and added in float64. "tile_f32x2": Knuth's TwoSum puts the exact rounding
-    error of each float32 add into ``low`` (six adds, no assumption on the magnitudes: s of centered data
-    changes sign), so high + low carries ~48 bits until low itself rounds. Otherwise a float32 add
-    (round to nearest; the error grows as sqrt(tiles) where the tensor cores' truncating accumulation
-    grew linearly)."""
-    if ACCUMULATION == "tile_f64":
-        return high + part.to(tl.float64), low
-    elif ACCUMULATION == "tile_f32x2":
-        total = high + part
-        part_seen = total - high
-        high_seen = total - part_seen
-        return total, low + ((high - high_seen) + (part - part_seen))
-    else:
-        return high + part, low
-
-
-@triton.jit
-def committed(high, low, ACCUMULATION: tl.constexpr):
-    """The running sums (high, low) as the float64 values to commit."""
-    if ACCUMULATION == "tile_f64":
-        return high
-    elif ACCUMULATION == "tile_f32x2":
-        return high.to(tl.float64) + low.to(tl.float64)
-    else:
-        return high.to(tl.float64)
-
-
-@triton.jit
-def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr,
-                            ACCUMULATION: tl.constexpr):
-    """Zeroed running sums for :func:`accumulate_statistics`, as (high, low) pairs of
-    :func:`running_sums`: s^T and u^T (D_PAD, BLOCK_K) each when HALVES, else [s | u]^T
-    (2*D_PAD, BLOCK_K) and an unused placeholder pair."""
+def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr):
+    """Zeroed float32 running sums for :func:`accumulate_statistics`: s^T and u^T (D_PAD, BLOCK_K) when
+    HALVES, else [s | u]^T (2*D_PAD, BLOCK_K) and an unused placeholder."""
     if HALVES:
-        s_hi, s_lo = running_sums(tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32), ACCUMULATION)
-        u_hi, u_lo = running_sums(tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32), ACCUMULATION)
+        s_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+        u_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
     else:
-        s_hi, s_lo = running_sums(tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32), ACCUMULATION)
-        u_hi, u_lo = tl.zeros([1, 1], dtype=tl.float32), tl.zeros([1], dtype=tl.float32)
-    return s_hi, s_lo, u_hi, u_lo
+        s_sum = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
+        u_sum = tl.zeros([1, 1], dtype=tl.float32)
+    return s_sum, u_sum
 
 
 @triton.jit
-def _statistics_product(a_hi, a_lo, g_hi, g_lo, high, low, PRECISION: tl.constexpr, ACCUMULATION: tl.constexpr):
-    """(high, low) += a^T @ Gamma. "program": in the tensor cores' own float32 accumulator across every
-    row tile of the program (Hopper's wgmma truncates as it accumulates: the error grows with the tiles,
-    kernels/README.md "Numerics"). Otherwise the tile's product goes into a fresh accumulator and then
-    into the running sums on the CUDA cores (:func:`add_partial`): under tf32x3 the sm_90 TTGIR keeps that add
-    (an arith.addf after the three products); under ieee, one FMA product rounding to nearest, Triton folds
-    ``high + dot(a, b, 0)`` of "tile_f32" back into ``dot(a, b, high)``."""
-    if ACCUMULATION == "program":
-        high = tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, high, PRECISION)
-    else:
-        fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=tl.float32)
-        high, low = add_partial(high, low, tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, fresh, PRECISION),
-                                ACCUMULATION)
-    return high, low
+def _statistics_product(a_hi, a_lo, g_hi, g_lo, running, PRECISION: tl.constexpr):
+    """running += a^T @ Gamma, the tile's product into a fresh accumulator first and then added on the CUDA
+    cores in float32 (issue 21: Hopper's wgmma truncates as it accumulates, so the tensor cores' accumulator
+    carried across a program's tiles lost ~1e-4 per component; kernels/README.md "Numerics"). Under tf32x3
+    the sm_90 TTGIR keeps that add (an arith.addf after the three products); under ieee, one FMA product
+    rounding to nearest, Triton folds ``running + dot(a, b, 0)`` back into ``dot(a, b, running)``."""
+    fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=tl.float32)
+    return running + tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, fresh, PRECISION)
 
 
 @triton.jit
-def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_hi, s_lo, u_hi, u_lo, PRECISION: tl.constexpr,
-                          HALVES: tl.constexpr, ACCUMULATION: tl.constexpr):
-    """[s | u]^T += lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout
-    to shared memory without bank conflicts (the transposed product stored the lifted tile transposed
-    with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again from x - c's halves rather
-    than held across the exponentials. ACCUMULATION: see :func:`_statistics_product`."""
-    s_hi, s_lo = _statistics_product(x_hi, x_lo, g_hi, g_lo, s_hi, s_lo, PRECISION, ACCUMULATION)
+def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """[s | u]^T += lifted^T @ Gamma (:func:`_statistics_product`): Gamma, wgmma's B operand, goes from the
+    score's accumulator layout to shared memory without bank conflicts (the transposed product stored the
+    lifted tile transposed with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again
+    from x - c's halves rather than held across the exponentials."""
+    s_sum = _statistics_product(x_hi, x_lo, g_hi, g_lo, s_sum, PRECISION)
     if HALVES:
         xr = tf32x3.join(x_hi, x_lo, PRECISION)
         q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
-        u_hi, u_lo = _statistics_product(q_hi, q_lo, g_hi, g_lo, u_hi, u_lo, PRECISION, ACCUMULATION)
-    return s_hi, s_lo, u_hi, u_lo
+        u_sum = _statistics_product(q_hi, q_lo, g_hi, g_lo, u_sum, PRECISION)
+    return s_sum, u_sum
 
 
 @triton.jit
-def commit_statistics(n_out, su_out, kk, n_hi, n_lo, s_hi, s_lo, u_hi, u_lo, D_PAD: tl.constexpr,
-                      HALVES: tl.constexpr, ACCUMULATION: tl.constexpr):
+def commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD: tl.constexpr, HALVES: tl.constexpr):
     """n[kk] and su[kk] += the running sums as float64. Relaxed: the sums need no ordering (kernel
     completion publishes them); Triton's default, acq_rel, compiles each atomic to MEMBAR.GPU + a returning
     ATOMG + an L1 invalidate (CCTL.IVALL), relaxed with the result unused is a fire-and-forget REDG (sm_90 SASS)."""
-    tl.atomic_add(n_out + kk, committed(n_hi, n_lo, ACCUMULATION), sem="relaxed")
+    tl.atomic_add(n_out + kk, n_sum.to(tl.float64), sem="relaxed")
     if HALVES:
         cols = tl.arange(0, D_PAD)
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], committed(s_hi, s_lo, ACCUMULATION),
-                      sem="relaxed")
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], committed(u_hi, u_lo, ACCUMULATION),
-                      sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_sum.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_sum.to(tl.float64), sem="relaxed")
     else:
         lanes = tl.arange(0, 2 * D_PAD)
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], committed(s_hi, s_lo, ACCUMULATION),
-                      sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], s_sum.to(tl.float64), sem="relaxed")

@@ -12,10 +12,11 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   A operands straight from the ring into wgmma's register layout, issues the score's six TF32
   products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
   Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
-  accumulator under one wait, which it adds into running sums in registers (issue 21: the products
-  never accumulate into a large running value, so each tile costs one rounding at the running sums'
-  precision, float32 or float64 by ``RUNNING_SUMS``).
-- ``PINGPONG`` (the FlashAttention-3 schedule): a token passed between the two consumers through a pair
+  accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products
+  never accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized
+  so that no consumer's sums add more than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
+- ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
+  measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed between the two consumers through a pair
   of mbarriers orders their tensor-core phases, score(t), score(t+1), statistics(t), statistics(t+1), ...:
   a consumer waits for the token, issues its products, passes the token on and only then waits for
   its products, so one warpgroup's exponentials run while the other's products occupy the tensor cores.
@@ -27,18 +28,14 @@ per consumer. The score's six products are taken in the Triton kernel's order ov
 
 Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
 4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
-Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m kernels.one_pass_ws
---resources``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at K_pad <= 32, 16 B at 64,
-224 B at 128 (ptxas spills loop-invariant wgmma descriptors next to the 192 registers of running sums, score
-and A operands); float64 running sums: 64 B at 64, 536 B at 128. Not yet run on a GPU.
+Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
+--algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at
+K_pad <= 32, 16 B at 64, 224 B at 128 (ptxas spills loop-invariant wgmma descriptors next to the 192 registers
+of running sums, score and A operands). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
+Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
+0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N.
 """
 from __future__ import annotations
-
-import argparse
-import json
-import re
-import subprocess
-import tempfile
 
 import torch
 import triton
@@ -48,6 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernels.launch import SUM_TILES, sm_count, sum_bounded
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
@@ -61,7 +59,6 @@ SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxShared
 MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
-RUNNING_SUMS = ("float32", "float64")
 
 
 @gluon.jit
@@ -102,7 +99,7 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 @gluon.jit
 def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N, d, n_tiles, first,
              stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
-             PINGPONG: gl.constexpr, FLOAT64_SUMS: gl.constexpr):
+             PINGPONG: gl.constexpr):
     """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
     n, [s | u] and ell."""
     LANES: gl.constexpr = 2 * D_PAD
@@ -110,10 +107,6 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
-    if FLOAT64_SUMS:
-        sums_type: gl.constexpr = gl.float64
-    else:
-        sums_type: gl.constexpr = gl.float32
     wh_lin = w_smem.index(0).permute((1, 0))  # (D_PAD, K_PAD) views of W^T's halves: the score's B operands
     wl_lin = w_smem.index(1).permute((1, 0))
     wh_sq = w_smem.index(2).permute((1, 0))
@@ -139,8 +132,8 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
     # registers a thread: 32 at K_PAD = 128, which the running sums cannot spare)
     per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     n_comps = gl.arange(0, K_PAD, layout=per_thread)
-    n_run = gl.zeros([K_PAD], sums_type, per_thread)
-    su_run = gl.zeros([LANES, K_PAD], sums_type, mma)  # [s | u]^T
+    n_run = gl.zeros([K_PAD], gl.float32, per_thread)
+    su_run = gl.zeros([LANES, K_PAD], gl.float32, mma)  # [s | u]^T
     ll_run = gl.zeros([BLOCK_N], gl.float64, gl.SliceLayout(1, mma))
 
     program_tiles = (n_tiles - first + stride - 1) // stride
@@ -175,7 +168,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         p = gl.exp(s - m[:, None])
         lam = gl.sum(p, 1)
         g = p * gl.where(row_ok, 1.0 / lam, 0.0)[:, None]
-        n_run += gl.convert_layout(gl.sum(g, 0), per_thread).to(sums_type)
+        n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
         ll_run += gl.where(row_ok, m + gl.log(lam), 0.0).to(gl.float64)
         g_hi = _tf32_high(g)
         if SHARED_GAMMA:  # the other consumer's statistics products have read the buffer
@@ -198,7 +191,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         _pass_turn(turn, CONSUMER, PINGPONG)
         su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
         _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
-        su_run += su.to(sums_type)
+        su_run += su
 
     if PINGPONG and CONSUMER == 1:
         if program_tiles % 2 == 1:  # consumer 0 has one tile more: its last statistics phase waits for a token
@@ -216,7 +209,7 @@ def _one_pass_kernel_ws(
     x_desc, center, W, b, n_out, su_out, ll_out,
     N, d, n_tiles,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, RUNNING_SUMS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+    GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -252,12 +245,11 @@ def _one_pass_kernel_ws(
 
     first = gl.program_id(0)
     stride = gl.num_programs(0)
-    float64_sums: gl.constexpr = RUNNING_SUMS == "float64"  # a partition's arguments take no strings
     gl.warp_specialize([
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
-                    d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, float64_sums)),
+                    d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
-                    d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, float64_sums)),
+                    d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
         (_load, (x_desc, ring, ready, empty, first, n_tiles, stride)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
@@ -297,12 +289,10 @@ def refusal(X, W, precision: str = "tf32x3") -> str | None:
     return None
 
 
-def launch_meta(k_pad: int, pingpong: bool = True, running_sums: str = "float32") -> dict:
-    """Compile-time parameters and launch options (what the launch uses and ``resources`` compiles)."""
-    if running_sums not in RUNNING_SUMS:
-        raise ValueError(f"running_sums must be one of {RUNNING_SUMS}, got {running_sums!r}")
+def launch_meta(k_pad: int, pingpong: bool = False) -> dict:
+    """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles)."""
     return dict(K_PAD=k_pad, D_PAD=D_PAD, BLOCK_N=BLOCK_N, **shared_plan(k_pad), PINGPONG=pingpong,
-                RUNNING_SUMS=running_sums, CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
+                CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
                 num_warps=4, maxnreg=LAUNCH_REGISTERS)
 
 
@@ -310,11 +300,15 @@ def x_layout():
     return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
 
 
-def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = True, running_sums: str = "float32"):
+def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES) -> int:
+    """One program per SM, times the smallest whole factor that leaves each consumer at most ``sum_tiles``
+    row tiles (kernels.launch.sum_bounded; 0: one per SM)."""
+    return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, CONSUMERS)
+
+
+def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES):
     """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
     n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns."""
-    from kernels.launch import sm_count
-
     why = refusal(X, W)
     if why:
         raise ValueError(why)
@@ -323,101 +317,7 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = True, running_
     n, su, ll = out
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, D_PAD], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
-    programs = max(1, min(n_tiles, sm_count(X.device.index or 0)))
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles,
-                                     **launch_meta(k_pad, pingpong, running_sums))
+    programs = program_count(n_tiles, X.device, sum_tiles)
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong))
     return n, su, ll
 
-
-def float64_statistics(X, center, W, b, K: int, chunk: int = 1 << 17):
-    """What the kernel approximates, in float64 from the same lift (W, b) and center: n (K,), s and u (K, d)
-    about the center, a = sum_i Gamma |x - c| (K, d: the scale of s, whose terms cancel) and ell."""
-    d, d_pad = X.shape[1], W.shape[0] // 2
-    Wc = torch.cat([W[:d, :K], W[d_pad : d_pad + d, :K]]).double()
-    bk = b[:K].double()
-    f64 = dict(dtype=torch.float64, device=X.device)
-    n, ll = torch.zeros(K, **f64), torch.zeros((), **f64)
-    s, u, a = (torch.zeros(K, d, **f64) for _ in range(3))
-    for r0 in range(0, X.shape[0], chunk):
-        xc = X[r0 : r0 + chunk].double() - center[:d].double()
-        S = torch.cat([xc, xc * xc], 1) @ Wc + bk
-        L = torch.logsumexp(S, 1)
-        g = torch.exp(S - L[:, None])
-        n += g.sum(0)
-        s += g.T @ xc
-        u += g.T @ (xc * xc)
-        a += g.T @ xc.abs()
-        ll += L.sum()
-    return n, s, u, a, ll
-
-
-def per_component_errors(n, su, ll, reference) -> dict:
-    """The worst component's error of a kernel's n, s, u (``su`` = [s | u], d_pad lanes each) against
-    :func:`float64_statistics`, each relative to that component's own size (n_k, a_k for s, u_k; one row's
-    worth, 1, for a component that holds less), and ell's relative error."""
-    n64, s64, u64, a64, ll64 = reference
-    K, d = s64.shape
-    d_pad = su.shape[1] // 2
-    su = su[:K].double()
-    n = n[:K].double()
-    return {"n_err": float(((n - n64).abs() / n64.clamp_min(1.0)).max()),
-            "s_err": float(((su[:, :d] - s64).abs() / a64.clamp_min(1.0)).max()),
-            "u_err": float(((su[:, d_pad : d_pad + d] - u64).abs() / u64.clamp_min(1.0)).max()),
-            "ll_err": abs(float(ll.reshape(())) - float(ll64)) / abs(float(ll64))}
-
-
-def compile_report(k_pad: int, pingpong: bool = True, running_sums: str = "float32") -> dict:
-    """The sm_90 compile of one configuration, without a GPU: registers at launch and per partition
-    (setmaxnreg), local-memory stack and spill instructions, shared memory, and the SASS counts of the
-    tensor-core, wait, barrier and atomic instructions that the schedule relies on."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    from kernels.resources import _cuobjdump
-
-    meta = launch_meta(k_pad, pingpong, running_sums)
-    constexprs = {k: v for k, v in meta.items() if k.isupper()}
-    desc = f"tensordesc<fp32[{BLOCK_N}, {D_PAD}],{x_layout()!r}>"
-    sig = {"x_desc": desc, "center": "*fp32", "W": "*fp32", "b": "*fp32", "n_out": "*fp64", "su_out": "*fp64",
-           "ll_out": "*fp64", "N": "i32", "d": "i32", "n_tiles": "i32", **{k: "constexpr" for k in constexprs}}
-    row = {"K_pad": k_pad, "pingpong": pingpong, "running_sums": running_sums, "stages": meta["STAGES"],
-           "gamma_buffers": meta["GAMMA_BUFFERS"]}
-    try:
-        compiled = triton.compile(GluonASTSource(_one_pass_kernel_ws, sig, constexprs=constexprs),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]})
-    except Exception as e:  # a configuration that does not compile is a finding, not a crash
-        return {**row, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"}
-    ptx = compiled.asm["ptx"]
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        res = subprocess.run([str(_cuobjdump()), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-        sass = subprocess.run([str(_cuobjdump()), "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    ops = {}
-    for op in re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|WARPGROUP\.ARRIVE|BAR\.SYNC|BAR\.ARV|SYNCS\.[A-Z.]+|"
-                         r"REDG\.[A-Z0-9.]+|ATOMG|STL|LDL|MUFU\.EX2)\b", sass):
-        ops[op] = ops.get(op, 0) + 1
-    return {**row, "registers_at_launch": int(re.search(r"REG:(\d+)", res).group(1)),
-            "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))),
-            "stack_bytes": int(re.search(r"STACK:(\d+)", res).group(1)), "shared_bytes": int(compiled.metadata.shared),
-            "shared_bytes_planned": shared_bytes(k_pad, meta["GAMMA_BUFFERS"], meta["STAGES"]), "sass": dict(sorted(ops.items()))}
-
-
-def main(argv=None) -> None:
-    """python -m kernels.one_pass_ws --resources [--K-pad 16 32 64 128]: the offline sm_90 compile report,
-    one JSON line per configuration (both schedules, both running-sum precisions)."""
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("--resources", action="store_true", required=True)
-    p.add_argument("--K-pad", type=int, nargs="+", default=list(K_PADS))
-    p.add_argument("--pingpong", type=int, nargs="+", default=[1, 0])
-    p.add_argument("--running-sums", nargs="+", default=list(RUNNING_SUMS))
-    a = p.parse_args(argv)
-    for k_pad in a.K_pad:
-        for pingpong in a.pingpong:
-            for sums in a.running_sums:
-                print(json.dumps(compile_report(k_pad, bool(pingpong), sums)), flush=True)
-
-
-if __name__ == "__main__":
-    main()

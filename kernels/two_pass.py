@@ -5,8 +5,8 @@ the online (m, lambda) merge and writes L = m + log(lambda) (N floats) and ell.
 Pass 2 puts component tiles on the grid, split over the rows: each program keeps
 one component tile's lifted parameters and accumulators on chip, recomputes the
 score of every row tile of its split, forms Gamma = exp(S - L), adds each row tile's
-statistics into running sums (LaunchConfig.accumulation) and commits them with one
-atomic add. X is read 1 + ceil(K / BLOCK_K) times.
+statistics into float32 running sums (over at most LaunchConfig.sum_tiles tiles: the
+row splits grow to keep it so) and commits them with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
 
 Under tf32x3 both passes split each operand once into TF32 halves (kernels.tf32x3):
 the row tile once for both dots, W once per pass-2 program; pass 1 streams W^T
@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count, statistics_grid
-from kernels.lift import (SENTINEL, accumulate_statistics, add_partial, commit_statistics, lifted_score, running_sums,
-                          split_rows, split_weights, statistics_accumulators)
+from kernels.launch import LaunchConfig, statistics_pass_grid
+from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
+                          statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -75,21 +75,22 @@ def _normalizer_kernel(
     tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0), sem="relaxed")
 
 
-@triton.jit
+# the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
+# (launch.sum_bounded), and one compile serves every N
+@triton.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, n_tiles, n_splits,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr, ACCUMULATION: tl.constexpr, COMMIT_TILES: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_hi, s_lo, u_hi, u_lo = statistics_accumulators(D_PAD, BLOCK_K, HALVES, ACCUMULATION)
+    s_sum, u_sum = statistics_accumulators(D_PAD, BLOCK_K, HALVES)
     bias = tl.load(b + kk)
-    n_hi, n_lo = running_sums(tl.zeros([BLOCK_K], dtype=tl.float32), ACCUMULATION)
-    visited = 0
+    n_sum = tl.zeros([BLOCK_K], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
@@ -97,17 +98,10 @@ def _statistics_kernel(
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
                          tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
-        n_hi, n_lo = add_partial(n_hi, n_lo, tl.sum(g, 0), ACCUMULATION)
+        n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        s_hi, s_lo, u_hi, u_lo = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_hi, s_lo, u_hi, u_lo, PRECISION,
-                                                       HALVES, ACCUMULATION)
-        visited += 1
-        if COMMIT_TILES > 0:
-            if visited % COMMIT_TILES == 0:  # LaunchConfig.commit_tiles: commit and restart the running sums
-                commit_statistics(n_out, su_out, kk, n_hi, n_lo, s_hi, s_lo, u_hi, u_lo, D_PAD, HALVES, ACCUMULATION)
-                n_hi, n_lo = running_sums(tl.zeros([BLOCK_K], dtype=tl.float32), ACCUMULATION)
-                s_hi, s_lo, u_hi, u_lo = statistics_accumulators(D_PAD, BLOCK_K, HALVES, ACCUMULATION)
-    commit_statistics(n_out, su_out, kk, n_hi, n_lo, s_hi, s_lo, u_hi, u_lo, D_PAD, HALVES, ACCUMULATION)
+        s_sum, u_sum = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION, HALVES)
+    commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD, HALVES)
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
@@ -137,20 +131,28 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
                                                            **meta)
 
 
-def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su, n_splits=None) -> None:
-    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits
-    (``n_splits``: the row splits, default :func:`statistics_grid`'s; one per row tile commits every
-    tile's statistics in float64, the accuracy study's reference)."""
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
+    """Which kernel takes pass 2: "two_pass_ws" (kernels/two_pass_ws.py) where the config routes it there
+    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel)."""
     if cfg.warp_specialized_pass2 and precision == "tf32x3":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
         if two_pass_ws.refusal(X, W, cfg) is None:
-            return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su, n_splits)
+            return "two_pass_ws"
+    return "two_pass"
+
+
+def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
+    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits
+    (:func:`kernels.launch.statistics_pass_grid`)."""
+    if kernel_name(X, W, cfg, precision) == "two_pass_ws":
+        from kernels import two_pass_ws  # Gluon: Hopper only
+
+        return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
     N, d = X.shape
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
-    k_tiles, default_splits = statistics_grid(K, meta["BLOCK_K"], program_count(n_tiles, X.device, cfg.programs_per_sm))
-    n_splits = n_splits or default_splits
+    k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
 
 
@@ -165,5 +167,4 @@ def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -
     """Pass 2's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
-                ACCUMULATION=cfg.accumulation, COMMIT_TILES=cfg.commit_tiles, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                **cfg.register_cap())
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())

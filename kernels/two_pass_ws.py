@@ -26,28 +26,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels import lift
-from kernels.launch import program_count, statistics_grid
+from kernels.launch import statistics_pass_grid
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
 LOADER_REGISTERS = 24
-
-
-# kernels/lift.py's running sums, for Gluon tensors (layout-free arithmetic: the same bodies)
-_add_partial = gluon.jit(lift.add_partial.fn)
-_committed = gluon.jit(lift.committed.fn)
-
-
-@gluon.jit
-def _running_sums(zero, ACCUMULATION: gl.constexpr):
-    """lift.running_sums for a Gluon tensor of float32 zeros; the low of a variant without one is ``zero``
-    itself, never changed, so the compiler drops it from the loop."""
-    if ACCUMULATION == "tile_f64":
-        return zero.to(gl.float64), zero
-    else:
-        return zero, zero
 
 
 @gluon.jit
@@ -72,14 +56,11 @@ def _loader(x_desc, ring, ready, empty, first, n_tiles, stride):
 
 
 @gluon.jit
-def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, n_out, su_out, N, d, first, n_tiles, stride, comp0,
-             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, ACCUMULATION: gl.constexpr,
-             COMMIT_TILES: gl.constexpr):
+def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_tiles, stride, comp0,
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
-    [s | u]^T of this program's row tiles as float64 (ACCUMULATION: LaunchConfig.accumulation; "program"
-    accumulates [s | u]^T in wgmma's accumulator across all tiles, the others each tile's product in a
-    fresh one, added into running sums on the CUDA cores by kernels/lift.py's add_partial). COMMIT_TILES > 0:
-    commits (:func:`_commit`) and restarts the running sums every that many tiles."""
+    [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
+    (the tile's statistics products into a fresh accumulator: issue 21, kernels/lift.py accumulate_statistics)."""
     LANES: gl.constexpr = 2 * D_PAD
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
@@ -101,9 +82,9 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, n_out, su_out, N,
     squared = (lanes >= D_PAD)[:, None]
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     bias = gl.load(b + comps)[None, :]
-    n_hi, n_lo = _running_sums(gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma)), ACCUMULATION)
+    n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
+    su_sum = gl.zeros([LANES, BLOCK_K], gl.float32, mma)  # [s | u]^T
     zero_su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
-    su_hi, su_lo = _running_sums(zero_su, ACCUMULATION)  # [s | u]^T
     zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
 
     i = 0
@@ -135,15 +116,12 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, n_out, su_out, N,
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
 
         g = gl.where(row_ok[:, None], gl.exp(s + bias - Lr), 0.0)
-        n_hi, n_lo = _add_partial(n_hi, n_lo, gl.sum(g, 0), ACCUMULATION)
+        n_acc += gl.sum(g, 0)
         g_hi = _tf32_high(g)
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
         fence_async_shared()
-        if ACCUMULATION == "program":
-            su = su_hi
-        else:
-            su = zero_su
+        su = zero_su
         for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
             xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
             xl = gl.where(lane_ok, xt - c_t, 0.0)
@@ -152,33 +130,26 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, n_out, su_out, N,
             xt_lo = xl - xt_hi
             g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
             g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
-            # a fresh accumulator per tile unless "program": use_acc=False on the tile's first product
-            su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=(ACCUMULATION == "program") or (half > 0), is_async=True)
+            # a fresh accumulator per tile: use_acc=False on its first product
+            su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
             su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
             su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
             su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
-        if ACCUMULATION == "program":
-            su_hi = su
-        else:
-            su_hi, su_lo = _add_partial(su_hi, su_lo, su, ACCUMULATION)
+        su_sum += su
         fence_async_shared()  # this stage's loads before the loader's next TMA into it
         mbarrier.arrive(empty.index(stage), count=1)
         i += 1
-        if COMMIT_TILES > 0:
-            if i % COMMIT_TILES == 0:
-                _commit(n_out, su_out, comp0, _committed(n_hi, n_lo, ACCUMULATION),
-                        _committed(su_hi, su_lo, ACCUMULATION), BLOCK_K, D_PAD)
-                n_hi, n_lo = _running_sums(gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma)), ACCUMULATION)
-                su_hi, su_lo = _running_sums(zero_su, ACCUMULATION)
-    return _committed(n_hi, n_lo, ACCUMULATION), _committed(su_hi, su_lo, ACCUMULATION)
+    return n_acc, su_sum
 
 
-@gluon.jit
+# the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
+# (launch.sum_bounded), and one compile serves every N
+@gluon.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel_ws(
     x_desc, center, W, b, L, n_out, su_out,
     N, d, n_tiles, n_splits,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
-    LOADER_REGS: gl.constexpr, ACCUMULATION: gl.constexpr, COMMIT_TILES: gl.constexpr,
+    LOADER_REGS: gl.constexpr,
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -207,23 +178,16 @@ def _statistics_kernel_ws(
 
     split = gl.program_id(1)
     n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, n_out, su_out, N, d, split, n_tiles, n_splits,
-                    comp0, BLOCK_N, BLOCK_K, D_PAD, ACCUMULATION, COMMIT_TILES)),
+        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, N, d, split, n_tiles, n_splits, comp0,
+                    BLOCK_N, BLOCK_K, D_PAD)),
         (_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
 
-    _commit(n_out, su_out, comp0, n, su, BLOCK_K, D_PAD)
-
-
-@gluon.jit
-def _commit(n_out, su_out, comp0, n, su, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr):
-    """n and [s | u]^T (float64, wgmma's accumulator layout) += into the statistics, relaxed
-    (kernels/lift.py commit_statistics says why)."""
     mma: gl.constexpr = su.type.layout
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
-    gl.atomic_add(n_out + comps, n, sem="relaxed")
+    gl.atomic_add(n_out + comps, n.to(gl.float64), sem="relaxed")
     su_lanes = gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, mma))
-    gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + su_lanes[:, None], su, sem="relaxed")
+    gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + su_lanes[:, None], su.to(gl.float64), sem="relaxed")
 
 
 def refusal(X, W, cfg) -> str | None:
@@ -238,9 +202,9 @@ def refusal(X, W, cfg) -> str | None:
     return None
 
 
-def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, n_splits=None) -> None:
+def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
-    n, [s | u] += the statistics of Gamma = exp(S - L) (``n_splits`` as there)."""
+    n, [s | u] += the statistics of Gamma = exp(S - L), on :func:`kernels.launch.statistics_pass_grid`'s grid."""
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)
@@ -250,14 +214,12 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, n_splits=None) ->
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [block_n, d_pad], layout)
     n_tiles = triton.cdiv(N, block_n)
-    k_tiles, default_splits = statistics_grid(K, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
-    n_splits = n_splits or default_splits
+    k_tiles, n_splits = statistics_pass_grid(K, block_k, n_tiles, X.device, cfg)
     # 4 + 4 warps (the loader's warpgroup); at 128 registers per thread two programs fit an SM and the
     # compute warpgroup gets what the loader does not take: (128 * 8 - 24 * 4) / 4 = 232 (sm_90 compile:
     # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
-                                               STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS,
-                                               ACCUMULATION=cfg.accumulation, COMMIT_TILES=cfg.commit_tiles,
-                                               num_warps=4, maxnreg=128)
+                                               STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
+                                               maxnreg=128)
 

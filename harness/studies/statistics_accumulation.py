@@ -1,24 +1,30 @@
-"""Per-component accuracy and cost of the statistics kernels' accumulation variants (issue 21), in one GPU run.
+"""The statistics kernels' accuracy and cost as the dispatch rule runs them (issues 21 and 23), in one GPU run.
 
-    python -m harness.studies.statistics_accumulation --out results/h200/accumulation_<date>_<commit> [--budget-s 225]
+    python -m harness.studies.statistics_accumulation --out results/h200/kernel_measure/numerics_<date>_<commit>
 
-How a statistics program sums its row tiles (kernels/launch.py ACCUMULATIONS, LaunchConfig.accumulation and
-commit_tiles) is measured variant by variant, "before" being the accumulation up to issue 21 (the tensor
-cores' float32 accumulator across all of a program's row tiles, one commit):
+Every statistics kernel adds each row tile's product (a fresh accumulator) into float32 running sums of at most
+``LaunchConfig.sum_tiles`` row tiles a program (kernels/launch.py SUM_TILES; the grid grows where the persistent
+one would give a program more). Three parts, rows appended as measured (a crash or a timeout keeps them), the
+kernels compiled first in parallel worker processes (Triton's cache), work past ``--budget-s`` written as
+skipped rows:
 
-* ``accuracy.csv``: at each shape, for Algorithm 2 and Algorithm 3 where they run, in memory (and streamed in 8
-  chunks at N <= 20M, which is also what a distributed fit computes: float64 sums of shards' statistics), the
-  max over components of the relative error of n, s, u (scales: kernels.estep.SCALES) against
-  - ``float64``: float64 statistics of the same lift and normalizer (kernels.estep.float64_statistics), the
-    issue's target (<= 1e-6): the kernels' own score rounding is part of this error;
-  - ``per_tile``: the same kernel with one row tile per program, every tile committed in float64 (the same
-    responsibilities bit for bit): the error of the accumulation across tiles alone.
-* ``timing.csv``: ms per iteration of a graph-replayed ``kernels.fit`` (10 iterations, min of 3 fits), the
-  dispatch rule's algorithm and launch config with each variant.
-
-Rows are appended as they are measured (a crash or a timeout keeps them); the kernels of every variant are
-compiled first in parallel worker processes (Triton's cache), and work past ``--budget-s`` is written as
-skipped rows instead of run.
+* ``accuracy.csv``: at ACCURACY_SHAPES, for Algorithm 2 and Algorithm 3 where they run, in memory (and streamed in 8
+  chunks at N <= 20M, K <= 64, which is also what a distributed fit computes: float64 sums of the chunks'
+  statistics), the max over components of the relative error of n, s, u (scales: kernels.estep.SCALES) against
+  - ``per_tile``: the same kernel with ``sum_tiles = 1``, every row tile committed alone in float64 (the same
+    responsibilities bit for bit): the accumulation's error alone, issue 21's target (<= 1e-6);
+  - ``float64``: float64 statistics of the same lift and normalizer (kernels.estep.float64_statistics): the
+    kernels' score rounding is part of this one.
+  Configurations (CONFIGS): ``default`` (kernels.dispatch.launch_config: the warp-specialized kernels where they
+  are routed), ``unbounded`` (the same with sum_tiles = 0: float32 sums over all of a program's tiles, the
+  "tile_f32" rows of the committed 2026-12-01 run) and ``triton`` where the default is a warp-specialized kernel
+  (the Triton kernel with the default bound: the path off Hopper).
+* ``timing.csv``: ms per iteration of a graph-replayed ``kernels.fit`` (10 iterations, min of 3 fits, the column
+  mean passed in as the harness arm does) of the same configurations at TIMING_SHAPES, beside the committed
+  "before" (the tensor cores' accumulator across all tiles, up to issue 21) of BEFORE_CSV where it has the shape.
+* ``dispatch.csv``: one E-step's sweep (kernel time, min over reps by CUDA events) of the Triton and the
+  warp-specialized one-pass kernels at DISPATCH_SHAPES -- the N between 20K and 1M at which
+  kernels.dispatch.WS_ONE_PASS_MIN_ROWS switches, and the issue-23 shapes with their roofline fraction.
 """
 from __future__ import annotations
 
@@ -33,55 +39,64 @@ import time
 from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
 
-VARIANTS = {  # name -> LaunchConfig fields; "before": the accumulation up to issue 21
-    "before": {"accumulation": "program", "commit_tiles": 0},
-    "tile_f32": {"accumulation": "tile_f32", "commit_tiles": 0},
-    "tile_f32x2": {"accumulation": "tile_f32x2", "commit_tiles": 0},
-    "tile_f64": {"accumulation": "tile_f64", "commit_tiles": 0},
-    "program_commit4": {"accumulation": "program", "commit_tiles": 4},
-    "tile_f32_commit64": {"accumulation": "tile_f32", "commit_tiles": 64},
-}
-# (shape, accuracy, timing), most telling first: a budget cut loses the least
-PLAN = [("20M_32_32", True, True), ("1M_4096_32", True, True), ("100M_32_32", True, False),
-        ("4M_16_128", True, True), ("1M_32_32", True, False), ("4M_32_32", False, True)]
+REPO = Path(__file__).resolve().parents[2]
+BEFORE_CSV = REPO / "results/h200/kernel_measure/accumulation_timing_2026-12-01_1882514.csv"
+CONFIGS = ("default", "unbounded", "triton")
+# most telling first: a budget cut loses the least
+ACCURACY_SHAPES = ("20M_32_32", "1M_4096_32", "100M_32_32", "4M_16_128", "1M_32_32")
+TIMING_SHAPES = ("20M_32_32", "1M_4096_32", "4M_16_128", "4M_32_32", "1M_32_32", "1M_128_32")
+DISPATCH_SHAPES = ("20K_32_32", "100K_32_32", "250K_32_32", "500K_32_32", "1M_32_32", "4M_32_32", "20M_32_32",
+                   "1M_128_32")
 STREAMED_MAX_N = 20_000_000
 STREAM_CHUNKS = 8
 N_ITER, REPS = 10, 3
-REFERENCE_SLICE_ROWS = 1 << 20  # per-tile reference of Algorithm 3: row slices, so its splits fit gridDim.y
-ACCURACY_COLUMNS = ["shape", "N", "K", "d", "algorithm", "mode", "variant", "accumulation", "commit_tiles",
-                    "reference", "status", "max_rel_err_n", "max_rel_err_s", "max_rel_err_u", "rows_per_program",
-                    "seconds", "git_commit", "device", "timestamp"]
-TIMING_COLUMNS = ["shape", "N", "K", "d", "algorithm", "variant", "accumulation", "commit_tiles", "status",
-                  "ms_per_iter", "n_iter", "reps", "launch_config", "git_commit", "device", "timestamp"]
+KERNEL_REPS = 20
+TF32X3_TFLOPS = 396.0  # issue 23: the H200's measured TF32 rate, each useful FLOP charged 3 times
+HBM_TBPS = 4.3
+ACCURACY_COLUMNS = ["shape", "N", "K", "d", "algorithm", "mode", "config", "kernel", "sum_tiles", "reference",
+                    "status", "max_rel_err_n", "max_rel_err_s", "max_rel_err_u", "tiles_per_sum", "seconds",
+                    "git_commit", "device", "timestamp"]
+TIMING_COLUMNS = ["shape", "N", "K", "d", "algorithm", "config", "kernel", "status", "ms_per_iter",
+                  "before_ms_per_iter", "ratio_to_before", "n_iter", "reps", "launch_config", "git_commit", "device",
+                  "timestamp"]
+DISPATCH_COLUMNS = ["shape", "N", "K", "d", "kernel", "status", "kernel_ms", "roofline_ms", "roofline_fraction",
+                    "programs", "git_commit", "device", "timestamp"]
 
 
 class Appender:
     """A CSV written row by row and flushed, so a crash keeps what was measured."""
 
-    def __init__(self, path: Path, columns: list[str], provenance: dict):
+    def __init__(self, path: Path | None, columns: list[str], provenance: dict):
         self.columns, self.provenance = columns, provenance
-        self.file = open(path, "w", newline="")
-        self.writer = csv.DictWriter(self.file, columns, extrasaction="ignore")
-        self.writer.writeheader()
-        self.file.flush()
+        self.file = open(path, "w", newline="") if path else None  # None: rows printed only (the compile workers)
+        if self.file:
+            self.writer = csv.DictWriter(self.file, columns, extrasaction="ignore")
+            self.writer.writeheader()
+            self.file.flush()
 
     def write(self, row: dict) -> None:
+        if not self.file:
+            return
         self.writer.writerow({**self.provenance, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **row})
         self.file.flush()
         print(json.dumps({k: row.get(k) for k in self.columns if k in row}), flush=True)
 
 
-def variant_config(algorithm: str, K: int, d: int, variant: str):
+def roofline_ms(N: int, K: int, d: int) -> float:
+    """Issue 23's floor: the tf32x3 tensor-core time of the useful FLOP or the time to read X, the longer."""
+    return max(8.0 * N * K * d * 3 / (TF32X3_TFLOPS * 1e12), N * d * 4 / (HBM_TBPS * 1e12)) * 1e3
+
+
+def configs(algorithm: str, K: int, d: int, kernel_of) -> dict:
+    """CONFIGS' launch configs for (K, d); ``kernel_of(cfg)`` names the kernel a config runs, so that "triton"
+    is there only where the default runs a warp-specialized kernel."""
     from kernels.dispatch import launch_config
 
-    return dataclasses.replace(launch_config(algorithm, K, d), **VARIANTS[variant])
-
-
-def device():
-    """The GPU, or the CPU where the kernels run in Triton's interpreter (the tests' small runs)."""
-    import torch
-
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    default = launch_config(algorithm, K, d)
+    out = {"default": default, "unbounded": dataclasses.replace(default, sum_tiles=0)}
+    if kernel_of(default).endswith("_ws"):
+        out["triton"] = dataclasses.replace(default, warp_specialized_one_pass=0, warp_specialized_pass2=0)
+    return out
 
 
 def problem(N: int, K: int, d: int):
@@ -91,7 +106,7 @@ def problem(N: int, K: int, d: int):
     from kernels.datasets import make_dataset, shared_init
     from kernels.em import data_center
 
-    X = make_dataset(N, K, d, 0, device()).X
+    X = make_dataset(N, K, d, 0, "cuda").X
     init = shared_init(X, K, 0)
     params = [torch.as_tensor(a, device=X.device).double() for a in (init.weights, init.means, init.variances)]
     return X, params, data_center(X, True)
@@ -99,77 +114,33 @@ def problem(N: int, K: int, d: int):
 
 def algorithms_that_run(K: int, d: int) -> list[str]:
     """Both algorithms, less Algorithm 2 where it cannot hold its lifted parameters in shared memory."""
-    import torch
-
     from kernels.lift import pow2_at_least_16
     from kernels.one_pass import _wgmma_shared_memory_limit, shared_memory_floor
 
-    limit = _wgmma_shared_memory_limit(0) if torch.cuda.is_available() else None
+    limit = _wgmma_shared_memory_limit(0)
     fits = limit is None or shared_memory_floor(pow2_at_least_16(K), pow2_at_least_16(d), "tf32x3") <= limit
     return (["one_pass"] if fits else []) + ["two_pass"]
 
 
-class Statistician:
-    """The lift (and for Algorithm 3 the normalizer) of one problem, and its statistics under any launch config."""
+def tiles_per_sum(stats, cfg) -> int:
+    """The most row tiles one float32 running sum of ``cfg``'s kernel adds at this problem's N."""
+    import triton
 
-    def __init__(self, X, params, center, algorithm: str):
-        import triton
+    from kernels import one_pass_ws
+    from kernels.launch import program_count, statistics_pass_grid, sum_bounded
 
-        from kernels.dispatch import launch_config
-        from kernels.em import Workspace
-        from kernels.lift_kernel import lift_into
-        from kernels.two_pass import normalizer_pass
-
-        self.X, self.algorithm = X, algorithm
-        self.K, d = params[1].shape
-        self.ws = Workspace(X, self.K, algorithm)
-        self.ws.set_center(center)
-        ws = self.ws
-        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
-        self.base = launch_config(algorithm, self.K, d)
-        if algorithm == "two_pass":
-            normalizer_pass(X, ws.center, ws.W, ws.b, self.K, self.base, "tf32x3", ws.L, ws.ll)
-        self.n_tiles = triton.cdiv(X.shape[0], self.base.block_n)
-
-    def run(self, cfg, rows=slice(None), n_splits=None, clear=True):
-        """n (K,), s, u (K, d) float64 of the rows ``rows`` with ``cfg``."""
-        from kernels.one_pass import one_pass_statistics
-        from kernels.two_pass import statistics_pass
-
-        ws, K, d = self.ws, self.K, self.X.shape[1]
-        if clear:
-            ws.n.zero_()
-            ws.su.zero_()
-        X = self.X[rows]
-        if self.algorithm == "one_pass":
-            one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, "tf32x3", out=(ws.n, ws.su, ws.ll))
-        else:
-            statistics_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L[rows], ws.n, ws.su, n_splits)
-        return ws.n[:K].clone(), ws.su[:K, :d].clone(), ws.su[:K, ws.d_pad : ws.d_pad + d].clone()
-
-    def per_tile(self):
-        """Every row tile committed on its own in float64: the variants' responsibilities, no accumulation across tiles."""
-        import triton
-
-        cfg = dataclasses.replace(self.base, **VARIANTS["before"])
-        if self.algorithm == "one_pass":
-            return self.run(dataclasses.replace(cfg, programs_per_sm=float(self.n_tiles)))
-        N = self.X.shape[0]
-        out = None
-        for r0 in range(0, N, REFERENCE_SLICE_ROWS):
-            rows = slice(r0, min(N, r0 + REFERENCE_SLICE_ROWS))
-            tiles = triton.cdiv(rows.stop - rows.start, cfg.block_n)
-            out = self.run(cfg, rows, n_splits=tiles, clear=r0 == 0)
-        return out
-
-    def rows_per_program(self, cfg) -> float:
-        from kernels.launch import program_count
-        from kernels.two_pass import statistics_grid
-
-        programs = program_count(self.n_tiles, self.X.device, cfg.programs_per_sm)
-        if self.algorithm == "one_pass":
-            return self.X.shape[0] / programs
-        return self.X.shape[0] / statistics_grid(self.K, min(cfg.block_k, self.ws.k_pad), programs)[1]
+    X, K = stats.X, stats.K
+    kernel = stats.kernel(cfg)
+    if kernel == "one_pass_ws":
+        n_tiles = triton.cdiv(X.shape[0], one_pass_ws.BLOCK_N)
+        return triton.cdiv(triton.cdiv(n_tiles, one_pass_ws.program_count(n_tiles, X.device, cfg.sum_tiles)), 2)
+    block_n = 64 if kernel == "two_pass_ws" else cfg.block_n
+    n_tiles = triton.cdiv(X.shape[0], block_n)
+    if kernel == "one_pass":
+        programs = sum_bounded(program_count(n_tiles, X.device, cfg.programs_per_sm), n_tiles, cfg.sum_tiles)
+    else:
+        programs = statistics_pass_grid(K, min(cfg.block_k, stats.ws.k_pad), n_tiles, X.device, cfg)[1]
+    return triton.cdiv(n_tiles, programs)
 
 
 def streamed(X, params, center, algorithm: str, cfg):
@@ -187,68 +158,81 @@ def streamed(X, params, center, algorithm: str, cfg):
     return total.n, total.s, total.u
 
 
-def accuracy(shape: str, variants, out: Appender, deadline: float, N_override=None) -> None:
+def _failure(e: BaseException) -> str:
+    return f"fail ({type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''})"
+
+
+def accuracy(shape: str, out: Appender, deadline: float, N_override=None) -> None:
     import torch
 
-    from kernels.estep import float64_statistics, per_component_errors
     from harness.studies.measure import parse_shape
+    from kernels.dispatch import launch_config
+    from kernels.testing import LiftedStatistics
 
     N, K, d = parse_shape(shape)
     N = N_override or N
-    base = {"shape": shape, "N": N, "K": K, "d": d}
     X, params, center = problem(N, K, d)
     for algorithm in algorithms_that_run(K, d):
         t0 = time.perf_counter()
-        st = Statistician(X, params, center, algorithm)
-        ref64 = float64_statistics(X, st.ws.center, st.ws.W, st.ws.b, K, st.ws.L)
-        ref_tile = st.per_tile()
-        references = {"float64": ref64, "per_tile": {**ref64, **dict(zip("nsu", ref_tile))}}
-        print(json.dumps({"shape": shape, "algorithm": algorithm, "references_seconds": round(time.perf_counter() - t0, 2)}),
+        base = LiftedStatistics(X, params, center, algorithm, launch_config(algorithm, K, d))
+        print(json.dumps({"shape": shape, "algorithm": algorithm, "lift_and_float64_s": round(time.perf_counter() - t0, 2)}),
               flush=True)
         modes = ["in_memory"] + (["streamed"] if N <= STREAMED_MAX_N and K <= 64 else [])
-        for variant in variants:
-            cfg = dataclasses.replace(st.base, **VARIANTS[variant])
+        chunk = slice(0, -(-N // STREAM_CHUNKS // 4096) * 4096)
+        for name, cfg in configs(algorithm, K, d, base.kernel).items():
             for mode in modes:
-                row = {**base, "algorithm": algorithm, "mode": mode, "variant": variant, **VARIANTS[variant]}
+                kernel = base.kernel(cfg, slice(None) if mode == "in_memory" else chunk)
+                # a chunk under WS_ONE_PASS_MIN_ROWS runs the Triton kernel: its own per-tile reference
+                ref_cfg = cfg if kernel == base.kernel(cfg) else dataclasses.replace(cfg, warp_specialized_one_pass=0)
+                row = {"shape": shape, "N": N, "K": K, "d": d, "algorithm": algorithm, "mode": mode, "config": name,
+                       "kernel": kernel, "sum_tiles": cfg.sum_tiles}
                 if time.perf_counter() > deadline:
-                    for reference in references:
+                    for reference in ("per_tile", "float64"):
                         out.write({**row, "reference": reference, "status": "skipped (budget)"})
                     continue
                 t0 = time.perf_counter()
                 try:
-                    got = st.run(cfg) if mode == "in_memory" else streamed(X, params, center, algorithm, cfg)
-                    if X.is_cuda:
-                        torch.cuda.synchronize()
+                    got = base(cfg) if mode == "in_memory" else streamed(X, params, center, algorithm, cfg)
+                    errors = base.errors(got, ref_cfg)
+                    torch.cuda.synchronize()
                     status = "ok"
-                except Exception as e:  # a variant the compiler refuses is a result
-                    got, status = None, f"fail ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
-                seconds = time.perf_counter() - t0
-                for reference, ref in references.items():
-                    errors = per_component_errors(*got, ref) if got is not None else {}
+                except Exception as e:  # a configuration the compiler refuses is a result
+                    errors, status = {}, _failure(e)
+                for reference in ("per_tile", "float64"):
                     out.write({**row, "reference": reference, "status": status,
-                               **{f"max_rel_err_{k}": f"{v:.3e}" for k, v in errors.items()},
-                               "rows_per_program": round(st.rows_per_program(cfg)) if mode == "in_memory" else "",
-                               "seconds": round(seconds, 3)})
-        del st, ref64, ref_tile, references
-        if X.is_cuda:
-            torch.cuda.empty_cache()
+                               **{f"max_rel_err_{k}": f"{v:.3e}" for k, v in errors.get(reference, {}).items()},
+                               "tiles_per_sum": tiles_per_sum(base, cfg) if mode == "in_memory" else "",
+                               "seconds": round(time.perf_counter() - t0, 3)})
+        del base
+        torch.cuda.empty_cache()
 
 
-def timing(shape: str, variants, out: Appender, deadline: float, N_override=None, reps=REPS) -> None:
+def before_ms(shape: str) -> float | None:
+    """ms/iter of "before" (the tensor cores' accumulator across all tiles) in BEFORE_CSV, where it has the shape."""
+    with open(BEFORE_CSV, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["shape"] == shape and r["variant"] == "before" and r["status"] == "ok":
+                return float(r["ms_per_iter"])
+    return None
+
+
+def timing(shape: str, out: Appender, deadline: float, N_override=None, reps=REPS) -> None:
     import torch
 
     import kernels
-    from kernels.em import resolve_algorithm
     from harness.studies.measure import parse_shape, time_ms
+    from kernels.em import Workspace, resolve_algorithm, statistics_kernel
 
     N, K, d = parse_shape(shape)
     N = N_override or N
     X, params, center = problem(N, K, d)
     algorithm = resolve_algorithm(K, d, "auto", "tf32x3")
-    for variant in variants:
-        cfg = variant_config(algorithm, K, d, variant)
-        row = {"shape": shape, "N": N, "K": K, "d": d, "algorithm": algorithm, "variant": variant, **VARIANTS[variant],
-               "n_iter": N_ITER, "reps": reps, "launch_config": json.dumps(dataclasses.asdict(cfg))}
+    ws = Workspace(X, K, algorithm)  # for the kernel names only
+    before = before_ms(shape) if N_override is None else None
+    for name, cfg in configs(algorithm, K, d, lambda c: statistics_kernel(X, ws, algorithm, "tf32x3", c)).items():
+        row = {"shape": shape, "N": N, "K": K, "d": d, "algorithm": algorithm, "config": name,
+               "kernel": statistics_kernel(X, ws, algorithm, "tf32x3", cfg), "n_iter": N_ITER, "reps": reps,
+               "launch_config": json.dumps(dataclasses.asdict(cfg)), "before_ms_per_iter": before or ""}
         if time.perf_counter() > deadline:
             out.write({**row, "status": "skipped (budget)"})
             continue
@@ -257,11 +241,56 @@ def timing(shape: str, variants, out: Appender, deadline: float, N_override=None
             return kernels.fit(X, params, N_ITER, algorithm=algorithm, center=center, config=cfg)
 
         try:
-            fit()  # compile, capture the graph
+            r = fit()  # compile, capture the graph
+            assert r.kernel == row["kernel"], (r.kernel, row["kernel"])
             ms = time_ms(fit, reps) / N_ITER
-            out.write({**row, "status": "ok", "ms_per_iter": round(ms, 4)})
+            out.write({**row, "status": "ok", "ms_per_iter": round(ms, 4),
+                       "ratio_to_before": round(ms / before, 4) if before else ""})
         except Exception as e:
-            out.write({**row, "status": f"fail ({type(e).__name__}: {str(e).splitlines()[0][:160]})"})
+            out.write({**row, "status": _failure(e)})
+    del ws
+    torch.cuda.empty_cache()
+
+
+def dispatch(shape: str, out: Appender, deadline: float, reps=KERNEL_REPS) -> None:
+    """One E-step's sweep by each one-pass kernel (the warp-specialized one forced at any N)."""
+    import torch
+
+    from harness.studies.measure import parse_shape, time_ms
+    from kernels import one_pass_ws
+    from kernels.dispatch import launch_config
+    from kernels.em import Workspace
+    from kernels.lift_kernel import lift_into
+    from kernels.one_pass import one_pass_statistics
+
+    N, K, d = parse_shape(shape)
+    X, params, center = problem(N, K, d)
+    ws = Workspace(X, K, "one_pass")
+    ws.set_center(center)
+    lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+    default = launch_config("one_pass", K, d)
+    sweeps = {"one_pass": dataclasses.replace(default, warp_specialized_one_pass=0),
+              "one_pass_ws": dataclasses.replace(default, warp_specialized_one_pass=1, warp_specialized_one_pass_rows=0)}
+    floor = roofline_ms(N, K, d)
+    n_tiles = -(-N // one_pass_ws.BLOCK_N)
+    for kernel, cfg in sweeps.items():
+        row = {"shape": shape, "N": N, "K": K, "d": d, "kernel": kernel, "roofline_ms": round(floor, 4),
+               "programs": one_pass_ws.program_count(n_tiles, X.device, cfg.sum_tiles) if kernel == "one_pass_ws" else ""}
+        if time.perf_counter() > deadline:
+            out.write({**row, "status": "skipped (budget)"})
+            continue
+
+        def sweep():
+            one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, "tf32x3", out=(ws.n, ws.su, ws.ll))
+
+        try:
+            sweep()
+            torch.cuda.synchronize()
+            ms = time_ms(sweep, reps)
+            out.write({**row, "status": "ok", "kernel_ms": round(ms, 4), "roofline_fraction": round(floor / ms, 3)})
+        except Exception as e:
+            out.write({**row, "status": _failure(e)})
+    del ws
     torch.cuda.empty_cache()
 
 
@@ -272,47 +301,37 @@ def warm_rows(N: int) -> int:
     return N % 4096 + 4096 * 36
 
 
-def _compile_worker(shape: str, variant: str) -> str:
-    """One worker's share of the compiling: ``shape``'s kernels under ``variant`` at :func:`warm_rows` rows."""
-    import io
-
+def _compile_worker(shape: str, part: str) -> str:
+    """One worker's share of the compiling: ``shape``'s kernels of ``part`` at :func:`warm_rows` rows."""
     from harness.studies.measure import parse_shape
 
     N = warm_rows(parse_shape(shape)[0])
-    sink = Appender.__new__(Appender)  # rows discarded: only the compiled kernels matter
-    sink.columns, sink.provenance = [], {}
-    sink.file = io.StringIO()
-    sink.writer = csv.DictWriter(sink.file, [], extrasaction="ignore")
-    plan = {s: (a, t) for s, a, t in PLAN}
-    acc, tim = plan.get(shape, (True, False))
-    if acc:
-        accuracy(shape, [variant], sink, float("inf"), N_override=N)
-    if tim:
-        timing(shape, [variant], sink, float("inf"), N_override=N, reps=1)
-    return f"{shape}/{variant}"
+    sink = Appender(None, [], {})
+    if part == "accuracy":
+        accuracy(shape, sink, float("inf"), N_override=N)
+    else:
+        timing(shape, sink, float("inf"), N_override=N, reps=1)
+    return f"{shape}/{part}"
 
 
-def precompile(shapes, variants, workers: int, timeout_s: float) -> None:
-    """Compile every (shape, variant)'s kernels in ``workers`` processes at once (spawned: CUDA does not survive a fork)."""
+def precompile(jobs, workers: int, timeout_s: float) -> None:
+    """Compile every (shape, part)'s kernels in ``workers`` processes at once (spawned: CUDA does not survive a fork)."""
     if workers <= 0:
         return
     t0 = time.perf_counter()
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    jobs = [pool.submit(_compile_worker, s, v) for s in shapes for v in variants]
-    done, _ = wait(jobs, timeout=timeout_s)
+    futures = [pool.submit(_compile_worker, shape, part) for shape, part in jobs]
+    done, _ = wait(futures, timeout=timeout_s)
     pool.shutdown(wait=False, cancel_futures=True)  # past the timeout the main run compiles what is left itself
     failed = [f"{type(j.exception()).__name__}: {str(j.exception())[:200]}" for j in done if j.exception() is not None]
-    print(json.dumps({"precompiled": len(done) - len(failed), "of": len(jobs), "seconds": round(time.perf_counter() - t0, 1),
+    print(json.dumps({"precompiled": len(done) - len(failed), "of": len(futures), "seconds": round(time.perf_counter() - t0, 1),
                       "failures": failed[:5]}), flush=True)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="folder for accuracy.csv and timing.csv")
+    p.add_argument("--out", type=Path, required=True, help="folder for accuracy.csv, timing.csv and dispatch.csv")
     p.add_argument("--budget-s", type=float, default=225.0, help="seconds after which the remaining work is skipped")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
-    p.add_argument("--shapes", default=None, help="comma-separated N_K_d shapes instead of the plan's (a shape "
-                   "not in the plan: accuracy only), e.g. the other Table 1 shapes")
     p.add_argument("--compile-workers", type=int, default=min(12, max(0, (os.cpu_count() or 2) - 2)))
     a = p.parse_args(argv)
     t_start = time.perf_counter()
@@ -320,26 +339,24 @@ def main(argv=None) -> int:
 
     if not torch.cuda.is_available():
         raise SystemExit("this study measures the GPU's kernels: it needs a CUDA GPU")
-    variants = a.variants.split(",")
-    unknown = set(variants) - set(VARIANTS)
-    if unknown:
-        raise SystemExit(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
-    flags = {shape: (acc, tim) for shape, acc, tim in PLAN}
-    plan = PLAN if a.shapes is None else [(s, *flags.get(s, (True, False))) for s in a.shapes.split(",")]
-    precompile([s for s, _, _ in plan], variants, a.compile_workers, timeout_s=0.55 * a.budget_s)
+    jobs = [(s, "accuracy") for s in ACCURACY_SHAPES] + [(s, "timing") for s in TIMING_SHAPES]
+    precompile(jobs, a.compile_workers, timeout_s=0.45 * a.budget_s)
 
     from harness import env
 
     a.out.mkdir(parents=True, exist_ok=True)
     prov = {"git_commit": env.git_commit(), "device": torch.cuda.get_device_name()}
-    acc_csv = Appender(a.out / "accuracy.csv", ACCURACY_COLUMNS, prov)
-    time_csv = Appender(a.out / "timing.csv", TIMING_COLUMNS, prov)
     deadline = t_start + a.budget_s
-    for shape, do_accuracy, do_timing in plan:
-        if do_accuracy:
-            accuracy(shape, variants, acc_csv, deadline)
-        if do_timing:
-            timing(shape, variants, time_csv, deadline)
+    dispatch_csv = Appender(a.out / "dispatch.csv", DISPATCH_COLUMNS, prov)
+    for shape in DISPATCH_SHAPES:  # small and quick: first
+        dispatch(shape, dispatch_csv, deadline)
+    time_csv = Appender(a.out / "timing.csv", TIMING_COLUMNS, prov)
+    acc_csv = Appender(a.out / "accuracy.csv", ACCURACY_COLUMNS, prov)
+    for shape in dict.fromkeys(ACCURACY_SHAPES + TIMING_SHAPES):
+        if shape in ACCURACY_SHAPES:
+            accuracy(shape, acc_csv, deadline)
+        if shape in TIMING_SHAPES:
+            timing(shape, time_csv, deadline)
     print(json.dumps({"seconds": round(time.perf_counter() - t_start, 1), "out": str(a.out)}), flush=True)
     return 0
 
