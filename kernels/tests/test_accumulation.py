@@ -56,6 +56,8 @@ X_CONSTANT = 1 + 2**-18  # a 64-row tile sums to 64 + 2**-12 exactly; a float32 
 # 2**-12 past 4096 (ties to even from 2048), i.e. after 32-64 tiles
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's float32 (one rounding per add): on a GPU "
+                    "under ieee Triton folds the running sum into the FMA dot's accumulator, which rounds per product")
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_the_bound_keeps_a_planted_float32_loss_out(algorithm):
     """One component (Gamma = 1 exactly), every entry X_CONSTANT, 300 row tiles of 64: each program's s is the
