@@ -19,6 +19,7 @@ from kernels.launch import LaunchConfig
 from kernels.lift import pow2_at_least_16
 from kernels.lift_kernel import lift_into
 from kernels.mstep_kernel import mstep_into
+from kernels import one_pass, two_pass
 from kernels.one_pass import one_pass_statistics
 from kernels.two_pass import two_pass_statistics
 
@@ -48,6 +49,7 @@ class FitResult:
     n_floored: int
     algorithm: str
     precision: str
+    kernel: str  # the statistics kernel that ran (:func:`statistics_kernel`)
 
 
 def interpreter_mode() -> bool:
@@ -222,6 +224,14 @@ def resolve_algorithm(K, d, algorithm, precision):
     return algorithm
 
 
+def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig) -> str:
+    """The kernel that computes the statistics of X under these settings: "one_pass" (Triton),
+    "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the Triton or
+    the warp-specialized pass 2)."""
+    module = one_pass if algorithm == "one_pass" else two_pass
+    return module.kernel_name(X, ws.W, cfg, precision)
+
+
 def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig):
     """One fused E-step into ``ws``'s float64 buffers (the lift kernel zeroes them
     first): returns (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,))."""
@@ -305,14 +315,15 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
     if graphed:
-        (weights, means, variances, lls), (floored, *flags) = _graphed_loop(
-            X, K, n_iter, algorithm, precision, reg_covar, cfg).run((weights, means, variances), shift)
+        loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
+        (weights, means, variances, lls), (floored, *flags) = loop.run((weights, means, variances), shift)
         raise_if_invalid(flags)
-        return FitResult(weights, means, variances, lls, floored, algorithm, precision)
+        return FitResult(weights, means, variances, lls, floored, algorithm, precision,
+                         statistics_kernel(X, loop.ws, algorithm, precision, cfg))
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
     lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
     _iterate(X, params, ws, lls, floored, algorithm, precision, reg_covar, cfg)
-    return FitResult(*params, lls, int(floored), algorithm, precision)
+    return FitResult(*params, lls, int(floored), algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))
