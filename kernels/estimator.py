@@ -314,9 +314,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             return tuple(torch.as_tensor(np.asarray(a, np.float64), device=data.device)
                          for a in (init_w, init_m, 1.0 / np.asarray(init_p, np.float64)))
         if init_backend == "torch":
-            seed = int(random_state.randint(np.iinfo(np.int32).max))
-            generator = torch.Generator(device=data.tensor.device).manual_seed(seed)
-            nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, generator,
+            nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, random_state,
                                           data.center.to(data.tensor.device), data.column_variance_mean())
             offset = data.center.to(data.tensor.device)
         else:
