@@ -48,6 +48,7 @@ class FitResult:
     n_floored: int
     algorithm: str
     precision: str
+    log_likelihoods_host: list | None = None  # the same values as host floats where the fit read them (graphed loop)
 
 
 def interpreter_mode() -> bool:
@@ -200,12 +201,15 @@ class _GraphedLoop:
         return [w, m.view(K, -1), v.view(K, -1), ll]
 
     def run(self, params, center):
-        """(weights, means, variances, ell) as new tensors, and [floored, *parameter_flags] as host ints."""
+        """(weights, means, variances, ell) as new tensors, [floored, *parameter_flags] as host ints and
+        ell as host floats: status and ell come back in one device-to-host read (the fit's one sync)."""
         for p, q in zip(self.params, params):
             p.copy_(q)
         self.ws.set_center(center)
         self.graph.replay()
-        return self.split(self.flat.clone()), self.status.tolist()
+        host = torch.cat([self.status.double(), self.lls]).tolist()
+        n_status = self.status.shape[0]
+        return self.split(self.flat.clone()), [int(v) for v in host[:n_status]], host[n_status:]
 
 
 _GRAPHS: dict = {}
@@ -305,10 +309,10 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
     if graphed:
-        (weights, means, variances, lls), (floored, *flags) = _graphed_loop(
+        (weights, means, variances, lls), (floored, *flags), lls_host = _graphed_loop(
             X, K, n_iter, algorithm, precision, reg_covar, cfg).run((weights, means, variances), shift)
         raise_if_invalid(flags)
-        return FitResult(weights, means, variances, lls, floored, algorithm, precision)
+        return FitResult(weights, means, variances, lls, floored, algorithm, precision, lls_host)
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
