@@ -37,8 +37,8 @@ from kernels.launch import program_count
 from kernels.tf32x3 import dot, split
 
 MAX_FEATURES = 256  # d_pad of the row tile held in registers
-BIG_SCORE = 3.0e38  # the padded centers' bias: never the minimum
-ASSIGN_PROGRAMS_PER_SM = 2
+BIG_SCORE = tl.constexpr(3.0e38)  # the padded centers' bias: never the minimum (constexpr: compiled Triton reads no plain globals)
+ASSIGN_PROGRAMS_PER_SM = 1  # 255 registers x 8 warps (sm_90 compile): one program fills an SM
 POTENTIAL_PROGRAMS_PER_SM = 4
 ASSIGN_WARPS = 8
 POTENTIAL_WARPS = 4
@@ -115,11 +115,11 @@ class Assigner:
         self.X, self.center, self.K, self.precision = X, center, n_clusters, precision
         self.k_pad, self.d_pad = _pad(n_clusters), _pad(d)
         self.block_m = 128 if self.d_pad <= 64 else 64
-        self.block_k = min(64, self.k_pad)
+        self.block_k = min(64 if self.d_pad <= 64 else 32, self.k_pad)  # tf32x3 at d_pad 128: 262 KB of shared at 64
         self.n_tiles = triton.cdiv(N, self.block_m)
         self.programs = program_count(self.n_tiles, X.device, ASSIGN_PROGRAMS_PER_SM)
         self.W = torch.zeros((self.d_pad, self.k_pad), dtype=torch.float32, device=X.device)
-        self.bias = torch.full((self.k_pad,), BIG_SCORE, dtype=torch.float32, device=X.device)
+        self.bias = torch.full((self.k_pad,), BIG_SCORE.value, dtype=torch.float32, device=X.device)
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
         """Labels (in place) for ``centers`` (K, d) float64; returns (sums (K, d) f64 in data
