@@ -122,9 +122,11 @@ def test_lloyd_from_the_same_centers_is_scikit_learns(dtype, fused, precision):
     X = make_dataset(2000, 3, 4, seed=2).X.numpy().astype(dtype) + 7.0
     init = X[np.random.default_rng(0).choice(2000, 10, replace=False)]
     km = KMeans(10, init=init, n_init=1, tol=1e-4).fit(X)
-    Xt = torch.from_numpy(X)
+    dev = _device() if fused else "cpu"
     tol = 1e-4 * float(X.astype(np.float64).var(0).mean())
-    labels, centers, n_iter = lloyd(Xt, torch.from_numpy(init), _center(X), tol, fused=fused, precision=precision)
+    labels, centers, n_iter = lloyd(torch.from_numpy(X).to(dev), torch.from_numpy(init).to(dev), _center(X).to(dev),
+                                    tol, fused=fused, precision=precision)
+    labels, centers = labels.cpu(), centers.cpu()
     assert km.n_iter_ > 5 and n_iter == km.n_iter_
     assert (labels.numpy() == km.labels_).mean() > 0.999
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-4 if dtype == np.float32 else 1e-9)
@@ -162,8 +164,10 @@ def test_lloyd_relocates_an_empty_cluster_as_scikit_learn_does(fused):
     X = X if fused else X.astype(np.float64)
     init = np.vstack([X[[0, 300, 600]], np.full((1, 3), 1e4, X.dtype)])
     km = KMeans(4, init=init.astype(np.float64), n_init=1).fit(X.astype(np.float64))
-    labels, centers, n_iter = lloyd(torch.from_numpy(X), torch.from_numpy(init), _center(X),
+    dev = _device() if fused else "cpu"
+    labels, centers, n_iter = lloyd(torch.from_numpy(X).to(dev), torch.from_numpy(init).to(dev), _center(X).to(dev),
                                     1e-4 * float(X.astype(np.float64).var(0).mean()), fused=fused)
+    labels, centers = labels.cpu(), centers.cpu()
     assert (labels.numpy() == km.labels_).all() and n_iter == km.n_iter_
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-9)
     assert (np.bincount(labels.numpy(), minlength=4) > 0).all()
@@ -176,8 +180,10 @@ def test_kmeans_is_scikit_learns_kmeans_with_the_same_random_state(seed, fused):
     so the same labels (not up to permutation), iteration count and centers."""
     X, _ = separated(N=2500, K=5, d=4, seed=seed)
     X = X if fused else X.astype(np.float64)
-    labels, centers, n_iter = kmeans(torch.from_numpy(X), 9, np.random.RandomState(seed), _center(X),
+    dev = _device() if fused else "cpu"
+    labels, centers, n_iter = kmeans(torch.from_numpy(X).to(dev), 9, np.random.RandomState(seed), _center(X).to(dev),
                                      float(X.astype(np.float64).var(0).mean()), fused=fused)
+    labels, centers = labels.cpu(), centers.cpu()
     km = KMeans(9, n_init=1, random_state=seed).fit(X.astype(np.float64))
     assert n_iter == km.n_iter_ and km.n_iter_ > 1
     assert (labels.numpy() == km.labels_).mean() > 0.999
