@@ -50,6 +50,7 @@ class FitResult:
     algorithm: str
     precision: str
     kernel: str  # the statistics kernel that ran (:func:`statistics_kernel`)
+    log_likelihoods_host: list | None = None  # the same values as host floats where the fit read them (graphed loop)
 
 
 def interpreter_mode() -> bool:
@@ -202,12 +203,15 @@ class _GraphedLoop:
         return [w, m.view(K, -1), v.view(K, -1), ll]
 
     def run(self, params, center):
-        """(weights, means, variances, ell) as new tensors, and [floored, *parameter_flags] as host ints."""
+        """(weights, means, variances, ell) as new tensors, [floored, *parameter_flags] as host ints and
+        ell as host floats: status and ell come back in one device-to-host read (the fit's one sync)."""
         for p, q in zip(self.params, params):
             p.copy_(q)
         self.ws.set_center(center)
         self.graph.replay()
-        return self.split(self.flat.clone()), self.status.tolist()
+        host = torch.cat([self.status.double(), self.lls]).tolist()
+        n_status = self.status.shape[0]
+        return self.split(self.flat.clone()), [int(v) for v in host[:n_status]], host[n_status:]
 
 
 _GRAPHS: dict = {}
@@ -316,10 +320,10 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     cfg = config or launch_config(algorithm, K, d)
     if graphed:
         loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
-        (weights, means, variances, lls), (floored, *flags) = loop.run((weights, means, variances), shift)
+        (weights, means, variances, lls), (floored, *flags), lls_host = loop.run((weights, means, variances), shift)
         raise_if_invalid(flags)
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
-                         statistics_kernel(X, loop.ws, algorithm, precision, cfg))
+                         statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
