@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from harness import env
 from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels.column_sums import column_sums
@@ -78,7 +78,7 @@ def main(argv=None) -> None:
         raise SystemExit("the end-to-end benchmark needs a CUDA GPU")
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "estimator_e2e.csv"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = env.git_commit()
     meta = dict(commit=commit, date=time.strftime("%Y-%m-%d"), device=torch.cuda.get_device_name(), d=D)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import time
 from pathlib import Path
 
 import torch
 
+from harness import env
 from kernels.datasets import make_dataset
 import numpy as np
 
@@ -145,7 +145,7 @@ def main(argv=None) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "kmeans_init.csv"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = env.git_commit()
     meta = dict(commit=commit, date=time.strftime("%Y-%m-%d"), device=torch.cuda.get_device_name())
     flash, flash_reason = _flash()
     cuvs_kmeans, cuvs_reason = _cuvs()
