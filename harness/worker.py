@@ -45,6 +45,7 @@ def die_with_runner(runner_pid: int) -> None:
 if __name__ == "__main__":
     ARG = json.loads(sys.argv[1])
     die_with_runner(ARG["runner_pid"])  # before the slow imports below
+    os.environ.update(ARG["cache_env"])  # JAX's and Triton's compilation caches (harness/caches.py), before they load
 
 # Numerics and allocator settings must precede every library import (paper 5.1).
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
