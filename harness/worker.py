@@ -1,7 +1,8 @@
 """One cell, in its own process: data, shared init, the arm, the clock, memory, the gate.
 
 Started by harness/runner.py as ``python -m harness.worker '{"spec": ..., "scratch": ...,
-"runner_pid": ...}'``. It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
+"runner_pid": ..., "cache_env": ...}'`` (cache_env: the compilation caches' variables, set before any
+library loads). It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
 measurements) and the parameter ``.npz`` into the scratch folder, for the runner to file as the
 cell's record; any exception is left to propagate, so the process exits non-zero with the
 traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
