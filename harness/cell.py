@@ -163,8 +163,13 @@ class CellSpec:
                           env=tuple(sorted(d["env"].items()))))
 
     def as_dict(self) -> dict:
-        """JSON-ready: options and env as mappings."""
-        return dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
+        """JSON-ready: options and env as mappings; a fixed_init spec without the protocol fields, as
+        records were written before they existed."""
+        spec = dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
+        if self.protocol == "fixed_init":
+            for k in self.E2E_IDENTITY:
+                del spec[k]
+        return spec
 
     @property
     def options_dict(self) -> dict:
