@@ -16,6 +16,16 @@ An arm is one module here plus one YAML file in ``conf/arm/``. The module expose
     :class:`Fit`. The harness calls it once untimed (warm-up: JIT, autotuning) and
     then ``reps`` times under its clock; timing and memory live in the harness.
 
+``prepare_e2e(X_host, X_device, K, opts) -> {"host": Callable, "device": Callable}`` (optional)
+    the end-to-end protocol (harness/PROTOCOL.md, "The e2e protocol"): the library's own fit
+    of K components from its own default initialization to ``opts["tol"]`` within
+    ``opts["max_iter"]`` iterations (``opts["seed"]`` its random state), from the float32 host
+    NumPy array ``X_host`` and, where the arm takes one, the device tensor ``X_device`` (None on a
+    CPU). Each callable returns ``(Fit, split)``: ``Fit.n_iter`` the iterations taken, ``split``
+    the seconds of the phases the library lets the arm see (any of transfer, validation, init,
+    em, other; the rest stays unsplit, never estimated). An arm without it is
+    ``unavailable: no end-to-end fit`` in that protocol.
+
 ``X`` is a float32 contiguous torch tensor on the cell's device, ``init`` a
 :class:`kernels.records.Init` (weights (K,), means (K, d), variances (K, d), float32 host
 arrays), ``opts`` the arm's ``options`` mapping from its YAML plus ``reg_covar`` and

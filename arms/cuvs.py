@@ -13,6 +13,9 @@ Protocol: DIAG, ``warm_start=true`` from the shared init (variances, not precisi
 at 0), ``n_init = 1``, the harness's ``reg_covar``. fp32 throughout; cuVS uses its own
 cuBLAS handle, unaffected by torch's TF32 flags (default math, no TF32).
 
+End to end (``prepare_e2e``, the e2e protocol): the same call with ``warm_start=false``, so cuVS
+runs its own default initialization, ``tol`` and ``max_iter`` of the protocol.
+
 The extra E-step: after its loop ``fit`` restores the best parameters and runs one more
 E-step over all rows for the hard labels, so a fit of T iterations does T + 1 E-steps.
 The timed call is the whole ``fit`` (the library's own cost of a fit, as for
@@ -273,7 +276,7 @@ def _load_shim() -> ctypes.CDLL:
     shim.turbo_cuvs_session_create.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_size_t]
     shim.turbo_cuvs_session_destroy.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
     shim.turbo_cuvs_gmm_fit.argtypes = (
-        [c.c_void_p] * 9 + [c.c_int64, c.c_int64, c.c_int, c.c_int, c.c_double, c.c_double]
+        [c.c_void_p] * 9 + [c.c_int64, c.c_int64, c.c_int, c.c_int, c.c_double, c.c_double, c.c_int]
         + [c.POINTER(c.c_float), c.POINTER(c.c_int), c.POINTER(c.c_int), c.POINTER(c.c_int64), c.c_char_p, c.c_size_t]
     )
     for fn in (shim.turbo_cuvs_session_create, shim.turbo_cuvs_session_destroy, shim.turbo_cuvs_gmm_fit):
@@ -354,7 +357,7 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
         stream = torch.cuda.current_stream(dev).cuda_stream
         rc = shim.turbo_cuvs_gmm_fit(
             session.ptr, stream, X.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), pchol.data_ptr(),
-            prec.data_ptr(), labels.data_ptr(), N, d, K, max_iter, reg_covar, 0.0,
+            prec.data_ptr(), labels.data_ptr(), N, d, K, max_iter, reg_covar, 0.0, 1,
             ctypes.byref(lb), ctypes.byref(it), ctypes.byref(conv), ctypes.byref(peak), session.err, len(session.err))
         if rc:
             raise RuntimeError(f"cuvs::cluster::gmm::fit: {session.err.value.decode()}")
@@ -386,3 +389,49 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
                              held_bytes=held))
 
     return run
+
+
+def prepare_e2e(X_host, X_device, K, opts):
+    """``cuvs::cluster::gmm::fit`` with ``warm_start=false``: cuVS's own default initialization
+    (k-means seeded by k-means++, ``n_init = 1``) and EM to ``tol`` within ``max_iter``, plus its
+    labels E-step. cuVS reads device pointers only, so the host input is copied to the device first
+    (``torch.from_numpy(X).cuda()``, timed as ``transfer``); the fit itself is one library call, its
+    init and EM not separable from outside (unsplit)."""
+    import torch
+
+    if X_device is None:
+        raise ValueError("cuVS needs a CUDA device")
+    N, d = X_device.shape
+    if K > MAX_COMPONENTS or N > MAX_ROWS:
+        raise ValueError(f"cuVS takes at most {MAX_COMPONENTS} components and {MAX_ROWS} rows, got K={K}, N={N}")
+    shim = _load_shim()
+    session = _Session(shim)
+    dev = X_device.device
+    w = torch.empty(K, dtype=torch.float32, device=dev)
+    m, v, pchol, prec = (torch.empty(K, d, dtype=torch.float32, device=dev) for _ in range(4))
+    labels = torch.empty(N, dtype=torch.int32, device=dev)
+    lb, it, conv, peak = ctypes.c_float(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+    info = {"algorithm": "cuvs::cluster::gmm::fit (DIAG, own init, n_init=1)", "precision": "fp32",
+            "cuvs_version": importlib.metadata.version("libcuvs-cu13")}
+
+    def fit(X):
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        rc = shim.turbo_cuvs_gmm_fit(
+            session.ptr, stream, X.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), pchol.data_ptr(),
+            prec.data_ptr(), labels.data_ptr(), N, d, K, int(opts["max_iter"]), float(opts["reg_covar"]),
+            float(opts["tol"]), 0, ctypes.byref(lb), ctypes.byref(it), ctypes.byref(conv), ctypes.byref(peak),
+            session.err, len(session.err))
+        if rc:
+            raise RuntimeError(f"cuvs::cluster::gmm::fit: {session.err.value.decode()}")
+        return Fit(weights=w.clone(), means=m.clone(), variances=v.clone(), n_iter=it.value,
+                   info=dict(info, lower_bound=lb.value, converged=bool(conv.value)))
+
+    def from_host():
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        X = torch.from_numpy(X_host).to(dev)
+        torch.cuda.synchronize(dev)
+        transfer = time.perf_counter() - t0
+        return fit(X), {"transfer": transfer}
+
+    return {"host": from_host, "device": lambda: (fit(X_device), {})}

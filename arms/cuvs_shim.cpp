@@ -91,9 +91,11 @@ int turbo_cuvs_session_destroy(void* session, char* err, std::size_t errlen)
   }
 }
 
-// One call of cuvs::cluster::gmm::fit (float, DIAG, warm start) on raw device pointers.
+// One call of cuvs::cluster::gmm::fit (float, DIAG) on raw device pointers.
 //   X (N, d) row-major; weights (K); means (K, d); covariances (K, d) = variances, all
 //   in/out; precisions_chol, precisions (K, d) and labels (N, int32) are outputs.
+//   warm_start != 0: the incoming weights/means/covariances are the initialization (Table 1);
+//   0: cuVS's own default initialization (params::init's default, n_init = 1; the end-to-end fit).
 // Runs exactly max_iter EM iterations when tol <= 0 (cuVS stops on |lb - prev| < tol),
 // then one more E-step for the labels. Writes the library's lower bound (mean
 // log-likelihood of the last in-loop E-step), iteration count and converged flag, and
@@ -113,6 +115,7 @@ int turbo_cuvs_gmm_fit(void* session,
                        int max_iter,
                        double reg_covar,
                        double tol,
+                       int warm_start,
                        float* lower_bound,
                        int* n_iter,
                        int* converged,
@@ -149,7 +152,7 @@ int turbo_cuvs_gmm_fit(void* session,
       raft::make_host_scalar_view<float>(lower_bound),
       raft::make_host_scalar_view<int>(n_iter),
       raft::make_host_scalar_view<bool>(&conv),
-      /*warm_start=*/true);
+      warm_start != 0);
     pushed          = false;
     *rmm_peak_bytes = s->stats.pop_counters().first.peak;
     *converged      = conv ? 1 : 0;

@@ -71,3 +71,64 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
         return Fit(gmm.priors.detach(), means.detach(), variances.detach(), n_iter=None, info=info)
 
     return run
+
+
+def prepare_e2e(X_host, X_device, K, opts):
+    """``GeneralMixtureModel`` of K uninitialized diagonal ``Normal`` components with its defaults
+    (``init="random"``: its own k-means, 3 iterations, from random centroids), ``max_iter`` of the
+    protocol and ``tol = tol * N``: pomegranate stops when the *total* log-likelihood improves by
+    less than ``tol``, so this is scikit-learn's per-point rule. A subclass adds two clocks and a
+    counter, nothing else: ``init`` around pomegranate's ``_initialize`` (its k-means), and the
+    M-steps (``from_summaries`` calls), the iterations it took (pomegranate reports none). The host
+    input on a GPU is copied to the device first (timed as ``transfer``)."""
+    import time
+
+    from pomegranate.distributions import Normal
+    from pomegranate.gmm import GeneralMixtureModel
+
+    on_gpu = X_device is not None
+    device = X_device.device if on_gpu else torch.device("cpu")
+
+    def sync():
+        if on_gpu:
+            torch.cuda.synchronize(device)
+
+    class Instrumented(GeneralMixtureModel):
+        def _initialize(self, X, sample_weight=None):
+            sync()
+            t0 = time.perf_counter()
+            super()._initialize(X, sample_weight=sample_weight)
+            sync()
+            self.init_seconds = time.perf_counter() - t0
+
+        def from_summaries(self):
+            self.m_steps = getattr(self, "m_steps", 0) + 1
+            super().from_summaries()
+
+    N = X_host.shape[0]
+    info = {"algorithm": "materializing (per-component loop)", "precision": "fp32", "device": str(device),
+            "reg_covar": 0, "tol_total": float(opts["tol"]) * N,
+            "reg_covar_note": "pomegranate has no variance floor (min_cov is unused); reg_covar cannot be passed"}
+
+    def fit(X, split):
+        gmm = Instrumented([Normal(covariance_type="diag") for _ in range(K)], max_iter=int(opts["max_iter"]),
+                           tol=float(opts["tol"]) * N, random_state=opts["seed"]).to(device)
+        gmm.fit(X)
+        means = torch.stack([c.means for c in gmm.distributions]).detach()
+        variances = torch.stack([c.covs for c in gmm.distributions]).detach()
+        return Fit(gmm.priors.detach(), means, variances, n_iter=getattr(gmm, "m_steps", 0), info=info), \
+            dict(split, init=gmm.init_seconds)
+
+    def from_host():
+        if not on_gpu:
+            return fit(torch.from_numpy(X_host), {})
+        sync()
+        t0 = time.perf_counter()
+        X = torch.from_numpy(X_host).to(device)
+        sync()
+        return fit(X, {"transfer": time.perf_counter() - t0})
+
+    fits = {"host": from_host}
+    if on_gpu:
+        fits["device"] = lambda: fit(X_device, {})
+    return fits

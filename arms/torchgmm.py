@@ -78,3 +78,45 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
         return Fit(model.component_probs, model.means, model.covariances, n_iter=trainer.current_epoch, info=info)
 
     return run
+
+
+def prepare_e2e(X_host, X_device, K, opts):
+    """The estimator ``torchgmm.bayes.GaussianMixture`` with its defaults (``init_strategy="kmeans"``:
+    torchgmm's own k-means, then its responsibilities init), ``convergence_tolerance=tol`` (torchgmm's
+    rule is the change of the mean negative log-likelihood per point, scikit-learn's),
+    ``trainer_params`` ``max_epochs=max_iter`` on the GPU (or the CPU), X in one batch. The host
+    input on a GPU is copied to the device first (timed as ``transfer``): given a host tensor,
+    Lightning would copy the batch again every epoch. Init and EM run inside one ``fit`` (unsplit)."""
+    import time
+
+    from torchgmm.bayes import GaussianMixture
+
+    for name in ("pytorch_lightning", "lightning.pytorch"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    on_gpu = X_device is not None
+    trainer = dict(max_epochs=int(opts["max_iter"]), accelerator="gpu" if on_gpu else "cpu", devices=1,
+                   logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    info = {"algorithm": "materializing", "precision": "fp32", "device": "cuda" if on_gpu else "cpu",
+            "init": "torchgmm kmeans (its default)"}
+
+    def fit(X, split):
+        gm = GaussianMixture(K, covariance_type="diag", convergence_tolerance=float(opts["tol"]),
+                             covariance_regularization=float(opts["reg_covar"]), trainer_params=dict(trainer))
+        gm.fit(X)
+        model = gm.model_
+        return Fit(model.component_probs, model.means, model.covariances, n_iter=int(gm.num_iter_),
+                   info=dict(info, converged=bool(gm.converged_))), split
+
+    def from_host():
+        if not on_gpu:
+            return fit(torch.from_numpy(X_host), {})
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        X = torch.from_numpy(X_host).to(X_device.device)
+        torch.cuda.synchronize()
+        return fit(X, {"transfer": time.perf_counter() - t0})
+
+    fits = {"host": from_host}
+    if on_gpu:
+        fits["device"] = lambda: fit(X_device, {})
+    return fits

@@ -7,6 +7,14 @@ worker's input, the record and the CSV row. The record name is ``<arm>__<shape>_
 names for people, and a digest of every field that determines the result (arm, module, numerics,
 options, N, K, d, seed, n_iter, reps, reg_covar, ari_rows, the timeout, the code-affecting
 environment) for the machine, so a changed setting is a different cell, never a stale record reused.
+
+Two protocols (``protocol`` in the composed config). ``fixed_init`` (Table 1 and the studies beside it):
+``n_iter`` EM iterations from the shared init, ``reps`` timed calls of the arm's ``prepare``. ``e2e``:
+each arm's own ``fit`` from its own default initialization to convergence (``e2e.tol``, at most
+``e2e.max_iter`` iterations, held in ``n_iter``), ``warmups`` untimed and ``reps`` timed fits per input,
+the arm's ``prepare_e2e``; reps, warmups and timeout come from the arm's ``e2e`` block. The digest of a
+``fixed_init`` cell covers exactly what it covered before the protocol field existed, so the committed
+records keep their keys; an ``e2e`` cell's digest adds the protocol, tol and warmups.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ from kernels.datasets import validate_shape
 
 SEED_MAX = 2**32 - 1  # the data generator mixes the seed into int64 counters
 DIGEST_CHARS = 10
+PROTOCOLS = ("fixed_init", "e2e")
 
 
 class SettingError(ValueError):
@@ -83,10 +92,15 @@ class CellSpec:
     ari_rows: int
     timeout_s: float  # the arm's timeout_s times timeout_scale
     env: tuple  # ((name, value), ...) of the code-affecting variables that are set (cfg.code_env)
+    protocol: str = "fixed_init"  # or "e2e" (PROTOCOLS)
+    tol: float | None = None  # e2e: the convergence threshold given to every arm; None under fixed_init
+    warmups: int = 1  # untimed calls before the timed ones (fixed_init: always the one warm-up call)
 
     # what determines the result; experiment, labels and regimes only name and file it
     IDENTITY = ("arm", "module", "numerics", "options", "N", "K", "d", "seed", "n_iter", "reps",
                 "reg_covar", "ari_rows", "timeout_s", "env")
+    E2E_IDENTITY = ("protocol", "tol", "warmups")  # added to the identity of an e2e cell
+    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1}  # records made before the field
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, environ: Mapping[str, str] = os.environ) -> "CellSpec":
@@ -102,6 +116,21 @@ class CellSpec:
         if not isinstance(options, dict):
             raise SettingError(f"arm.options={options!r}: must be a mapping of option names to values")
         regimes = _value(cfg, "shape.regimes")
+        protocol = _value(cfg, "protocol") or "fixed_init"
+        if protocol not in PROTOCOLS:
+            raise SettingError(f"protocol={protocol!r}: must be one of {', '.join(PROTOCOLS)}")
+        if protocol == "e2e":  # the arm's own fit: its e2e block drives the clock, else its reps and timeout
+            block = "arm.e2e" if _value(cfg, "arm.e2e") is not None else "arm"
+            driven = dict(n_iter=_integer("e2e.max_iter", _value(cfg, "e2e.max_iter"), 1),
+                          reps=_integer(f"{block}.reps", _value(cfg, f"{block}.reps"), 1),
+                          warmups=(_integer("arm.e2e.warmups", _value(cfg, "arm.e2e.warmups"), 0)
+                                   if block == "arm.e2e" else 1),
+                          timeout=_number(f"{block}.timeout_s", _value(cfg, f"{block}.timeout_s"), positive=True),
+                          tol=_number("e2e.tol", _value(cfg, "e2e.tol"), positive=False))
+        else:
+            driven = dict(n_iter=_integer("n_iter", _value(cfg, "n_iter"), 1),
+                          reps=_integer("arm.reps", _value(cfg, "arm.reps"), 1), warmups=1,
+                          timeout=_number("arm.timeout_s", _value(cfg, "arm.timeout_s"), positive=True), tol=None)
         return cls(
             experiment=_text("experiment_name", _value(cfg, "experiment_name")),
             arm=_text("arm.name", _value(cfg, "arm.name")),
@@ -113,27 +142,34 @@ class CellSpec:
             regimes=tuple(regimes) if regimes is not None else (),
             N=N, K=K, d=d,
             seed=_integer("seed", _value(cfg, "seed"), 0, SEED_MAX),
-            n_iter=_integer("n_iter", _value(cfg, "n_iter"), 1),
-            reps=_integer("arm.reps", _value(cfg, "arm.reps"), 1),
+            n_iter=driven["n_iter"],
+            reps=driven["reps"],
             reg_covar=_number("reg_covar", _value(cfg, "reg_covar"), positive=False),
             ari_rows=_integer("ari_rows", _value(cfg, "ari_rows"), 1),
-            timeout_s=(_number("arm.timeout_s", _value(cfg, "arm.timeout_s"), positive=True)
-                       * _number("timeout_scale", _value(cfg, "timeout_scale"), positive=True)),
+            timeout_s=driven["timeout"] * _number("timeout_scale", _value(cfg, "timeout_scale"), positive=True),
             env=tuple((k, environ[k]) for k in sorted(_value(cfg, "code_env") or ()) if k in environ),
+            protocol=protocol, tol=driven["tol"], warmups=driven["warmups"],
         )
 
     @classmethod
     def from_dict(cls, d: dict) -> "CellSpec":
-        """Inverse of :meth:`as_dict` (the worker's input, a record's ``spec``)."""
+        """Inverse of :meth:`as_dict` (the worker's input, a record's ``spec``); a record written before the
+        protocol fields existed is a ``fixed_init`` cell."""
         names = {f.name for f in fields(cls)}
+        d = {**{k: v for k, v in cls.PROTOCOL_DEFAULTS.items() if k not in d}, **d}
         if set(d) != names:
             raise ValueError(f"a cell spec has the fields {sorted(names)}, got {sorted(d)}")
         return cls(**dict(d, options=tuple(sorted(d["options"].items())), regimes=tuple(d["regimes"]),
                           env=tuple(sorted(d["env"].items()))))
 
     def as_dict(self) -> dict:
-        """JSON-ready: options and env as mappings."""
-        return dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
+        """JSON-ready: options and env as mappings; a fixed_init spec without the protocol fields, as
+        records were written before they existed."""
+        spec = dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
+        if self.protocol == "fixed_init":
+            for k in self.E2E_IDENTITY:
+                del spec[k]
+        return spec
 
     @property
     def options_dict(self) -> dict:
@@ -143,7 +179,8 @@ class CellSpec:
     def digest(self) -> str:
         """Stable digest of the fields that determine the result (canonical JSON, SHA-256)."""
         spec = self.as_dict()
-        identity = json.dumps({k: spec[k] for k in self.IDENTITY}, sort_keys=True, separators=(",", ":"))
+        keys = self.IDENTITY + (self.E2E_IDENTITY if self.protocol != "fixed_init" else ())
+        identity = json.dumps({k: spec[k] for k in keys}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(identity.encode()).hexdigest()[:DIGEST_CHARS]
 
     @property
@@ -154,7 +191,8 @@ class CellSpec:
     def describe(self) -> str:
         """One line for people: the arm, the sizes and the options."""
         opts = " ".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''})"
+        e2e = f", e2e to tol {self.tol:g} within {self.n_iter} iterations" if self.protocol == "e2e" else ""
+        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e})"
 
     def row(self) -> dict:
         """The CSV columns the spec decides (the worker's report may refine algorithm and precision)."""
@@ -163,4 +201,5 @@ class CellSpec:
                 "N": self.N, "K": self.K, "d": self.d, "regimes": ";".join(self.regimes), "seed": self.seed,
                 "numerics": self.numerics, "algorithm": opts.get("algorithm", ""),
                 "precision": opts.get("precision", self.numerics), "n_iter": self.n_iter, "reps": self.reps,
-                "reg_covar": self.reg_covar, "ari_rows": self.ari_rows, "timeout_s": self.timeout_s}
+                "reg_covar": self.reg_covar, "ari_rows": self.ari_rows, "timeout_s": self.timeout_s,
+                "protocol": self.protocol, "tol": self.tol}

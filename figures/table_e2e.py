@@ -1,0 +1,105 @@
+"""The end-to-end table: every arm's own fit to convergence, per shape, from results CSVs only.
+
+    python -m figures.table_e2e results/h200/e2e.csv
+
+One row per (shape, arm): wall seconds of the fastest fit from a host NumPy array and from a
+device tensor, the split of the fastest host fit (the phases the arm lets us see; "not split" is
+the wall time no measured phase accounts for), iterations taken, the gate's float64 log-likelihood
+per point, the ARI of the labels against the reference arm (scikit-learn where its fit is valid),
+and the host wall time over Turbo-GMM's. A cell that ran past its limit reads "> limit s" (a lower
+bound); other failures and unavailable arms read their status. Writes e2e.md beside the CSV
+(``<stem>.md`` for another CSV, e.g. e2e_smoke.md).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from figures.table1 import shape_label, sorted_rows, speedup_text
+from harness.results import read_csv
+
+PHASES = [("transfer_s", "transfer"), ("validation_s", "validation"), ("init_s", "init"), ("em_s", "EM"),
+          ("other_s", "other"), ("unsplit_s", "not split")]
+HEADER = ["Shape", "Arm", "Wall, host array (s)", "Wall, device tensor (s)", "Split of the host fit (s)",
+          "Iterations", "LL/point (float64)", "ARI vs reference", "Host wall vs Turbo-GMM", "Gate"]
+
+
+def number(row: dict, column: str) -> float | None:
+    return float(row[column]) if row.get(column, "") != "" else None
+
+
+def wall_text(row: dict, column: str) -> str:
+    """Seconds, or what happened instead: a timeout as its lower bound."""
+    if row["status"] == "fail (TIMEOUT)":
+        return f"> {float(row['timeout_s']):.0f}"
+    value = number(row, column)
+    if row["status"] != "ok":
+        return row["status"]
+    return "—" if value is None else f"{value:.3f}"
+
+
+def split_text(row: dict) -> str:
+    """The measured phases of the host fit, in order; "not split" for the rest (empty when none)."""
+    if row["status"] != "ok":
+        return "—"
+    parts = [f"{name} {number(row, col):.3f}" for col, name in PHASES
+             if number(row, col) is not None and (col != "unsplit_s" or number(row, col) >= 5e-4)]
+    return ", ".join(parts) or "—"
+
+
+def table_rows(rows: list[dict]) -> list[list[str]]:
+    ours = {r["shape"]: number(r, "e2e_wall_s_host") for r in rows
+            if r["arm"] == "turbo_gmm" and r["status"] == "ok" and r["gate"] == "valid"}
+    out, last = [], None
+    for r in sorted_rows(rows):
+        ok = r["status"] == "ok"
+        host = number(r, "e2e_wall_s_host") if ok else None
+        if r["arm"] == "turbo_gmm" or not ours.get(r["shape"]):
+            versus = "—"
+        elif host is not None and r["gate"] == "valid":
+            versus = speedup_text(host / ours[r["shape"]])
+        elif r["status"] == "fail (TIMEOUT)":
+            versus = f"> {float(r['timeout_s']) / ours[r['shape']]:.0f}x slower"
+        else:
+            versus = "—"
+        ll, ari = number(r, "ll_per_point"), number(r, "ari")
+        ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
+        out.append([shape_label(r) if r["shape"] != last else "", r["label"], wall_text(r, "e2e_wall_s_host"),
+                    wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
+                    r["iterations"] or "—", f"{ll:.6f}" if ll is not None else "—",
+                    f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])
+        last = r["shape"]
+    return out
+
+
+def markdown(table: list[list[str]], notes: list[str]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in table]
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
+def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
+    rows = read_csv(csv_path)
+    tols = sorted({r["tol"] for r in rows if r.get("tol")})
+    caps = sorted({r["n_iter"] for r in rows})
+    notes = [f"Each arm's own fit from its own default initialization to tol {', '.join(tols) or '?'} "
+             f"(change of the mean log-likelihood per point) within {', '.join(caps)} iterations; wall times are "
+             "the minimum over the timed fits (harness/PROTOCOL.md, the e2e protocol). \"not split\": wall time "
+             "the arm gives no phase for. ARI against scikit-learn's labels unless another reference is named."]
+    out_dir = Path(out_dir or Path(csv_path).parent)
+    md = out_dir / f"{Path(csv_path).stem}.md"
+    md.write_text(markdown(table_rows(rows), notes))
+    return [md]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=Path)
+    ap.add_argument("--out-dir", type=Path)
+    a = ap.parse_args(argv)
+    for p in render(a.csv, a.out_dir):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()
