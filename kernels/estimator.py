@@ -335,8 +335,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             offset = (data.center + data.origin).to(data.tensor.device)
         else:
             offset = (data.center + data.origin).cpu()
-            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state,
-                                                                          data.center.cpu().numpy()))
+            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state, offset.numpy()))
         # scikit-learn's M-step (_estimate_gaussian_parameters) on moments about X's column mean (``offset``:
         # that mean in X's coordinates, see _FitData's origin); scikit-learn's own E[x^2] - mean^2 about zero
         # cancels |mean|^2 / variance digits (iris + 1e8: negative variances, its ValueError)
@@ -549,8 +548,8 @@ class _FitData:
 
     A float64 host array copied to the device is copied as X - ``origin``, ``origin`` the float64
     mean of its first rows (subtracted before the float32 rounding, so data far from zero keeps its
-    digits: iris + 1e8 rounded to float32 has a spacing of 8). ``tensor``, ``host()``, ``center``
-    are in those shifted coordinates; :meth:`iterate` takes and returns parameters in X's own."""
+    digits: iris + 1e8 rounded to float32 has a spacing of 8). ``tensor`` and ``center`` are in
+    those shifted coordinates, ``host()`` and :meth:`iterate`'s parameters in X's own."""
 
     def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None):
         clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
@@ -558,6 +557,7 @@ class _FitData:
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
         self.precision = precision
         self._owned = False  # the tensor is the estimator's own copy (its cached graphs go with the fit)
+        self._host = None  # the host array a device copy was made from
         origin = None
         if backend == "triton":
             resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, precision) == "two_pass" else 0)
@@ -580,9 +580,10 @@ class _FitData:
                     self.X = X if X.dtype == torch.float32 else X.to(torch.float32)
                     self._owned = self.X is not X
                 else:
-                    if X.dtype == np.float64:
-                        origin = np.asarray(X[:ORIGIN_ROWS], np.float64).mean(0)
+                    if X.dtype == np.float64:  # non-finite entries are counted below: they give no origin
+                        origin = np.nan_to_num(np.asarray(X[:ORIGIN_ROWS]).mean(0), nan=0.0, posinf=0.0, neginf=0.0)
                     self.X = upload(X, device, origin)
+                    self._host = X
                     self._owned = True
             with clock.phase("validation"):
                 self.center, self._std = column_moments(self.X)
@@ -598,7 +599,10 @@ class _FitData:
         return self.X if isinstance(self.X, torch.Tensor) else torch.from_numpy(np.require(self.X, requirements="W"))
 
     def host(self) -> np.ndarray:
-        """X on the host, for scikit-learn's initialization (a device copy goes back once)."""
+        """X on the host in X's own coordinates, for scikit-learn's initialization: the caller's host
+        array (the device copy of a device array goes back once)."""
+        if self._host is not None:
+            return self._host
         return self.X.cpu().numpy() if isinstance(self.X, torch.Tensor) else self.X
 
     def column_variance_mean(self) -> float:
