@@ -331,7 +331,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             seed = int(random_state.randint(np.iinfo(np.int32).max))
             generator = torch.Generator(device=data.tensor.device).manual_seed(seed)
             nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, generator,
-                                          data.center.to(data.tensor.device), data.column_variance_mean())
+                                          (data.center + data.origin - data.tensor_origin).to(data.tensor.device),
+                                          data.column_variance_mean())
             offset = (data.center + data.origin).to(data.tensor.device)
         else:
             offset = (data.center + data.origin).cpu()
@@ -546,10 +547,11 @@ class _FitData:
     (``transfer``) and the one read for validation and centering (``validation``) are timed on
     ``clock``; :meth:`iterate` is one replay of :func:`kernels.fit`'s graph.
 
-    A float64 host array copied to the device is copied as X - ``origin``, ``origin`` the float64
-    mean of its first rows (subtracted before the float32 rounding, so data far from zero keeps its
-    digits: iris + 1e8 rounded to float32 has a spacing of 8). ``tensor`` and ``center`` are in
-    those shifted coordinates, ``host()`` and :meth:`iterate`'s parameters in X's own."""
+    A float64 host array copied (or streamed) to the float32 kernels goes as X - ``origin``, ``origin``
+    the float64 mean of its first rows (streamed: of all rows), subtracted before the float32 rounding
+    so that data far from zero keeps its digits (iris + 1e8 in float32 has a spacing of 8). ``center``
+    is in those shifted coordinates, ``tensor`` in ``tensor_origin``'s, ``host()`` and :meth:`iterate`'s
+    parameters in X's own."""
 
     def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None):
         clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
@@ -572,7 +574,10 @@ class _FitData:
             with clock.phase("validation"):
                 if backend == "triton":
                     assert_all_finite(X, input_name="X")
-                self.center = torch.as_tensor(host_column_mean(X), device=device)
+                mean = host_column_mean(X)
+            if backend == "triton" and X.dtype == np.float64:  # chunks go to float32 as X - mean
+                origin, mean = mean, np.zeros(d)
+            self.center = torch.as_tensor(mean, device=device)
             self._std = None
         else:
             with clock.phase("transfer"):
@@ -590,8 +595,14 @@ class _FitData:
             self.rows = N
         self.origin = torch.zeros(d, dtype=torch.float64, device=device) if origin is None else torch.as_tensor(
             origin, device=device)
+        self._chunk_origin = origin if self.streamed else None  # subtracted from each streamed chunk
         self.block = BlockStatistics(K, d, self.center, backend, algorithm, precision)
         self.algorithm = self.block.algorithm
+
+    @property
+    def tensor_origin(self) -> torch.Tensor:
+        """Where ``tensor``'s coordinates start in X's: the origin for a device copy, 0 for the host view."""
+        return torch.zeros_like(self.origin) if self.streamed else self.origin
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -611,13 +622,15 @@ class _FitData:
             return float((self._std**2).mean())
         X = self.X
         step = max(1, CPU_BLOCK_BYTES // (8 * X.shape[1]))
-        s2 = sum(np.square(np.asarray(X[r0 : r0 + step], np.float64) - self.center.cpu().numpy()).sum(0)
+        mean = (self.center + self.origin).cpu().numpy()
+        s2 = sum(np.square(np.asarray(X[r0 : r0 + step], np.float64) - mean).sum(0)
                  for r0 in range(0, X.shape[0], step))
         return float(np.mean(s2 / X.shape[0]))
 
     def statistics(self, w, m, v):
         if self.streamed:
-            return streamed_statistics(self.X, self.block, (w, m, v), self.rows, self.device, self.dtype)
+            return streamed_statistics(self.X, self.block, (w, m - self.origin, v), self.rows, self.device, self.dtype,
+                                       self._chunk_origin)
         return self.block(self.X, w, m, v)
 
     def iterate(self, w, m, v):
@@ -629,6 +642,7 @@ class _FitData:
             return r.weights, r.means + self.origin, r.variances, r.n_floored, float(r.log_likelihoods[0])
         st = self.statistics(w, m, v)
         w, m, v, f = mstep_diag(st, self.shape[0], self.center, self.reg_covar)
+        m = m + self.origin
         ll, f, ok = torch.stack([st.ll, f.double(), well_defined(w, m, v).double()]).tolist()  # one host read
         if not np.isfinite(ll) and self.backend == "triton":  # the float32 kernels left float32's range
             raise Float32RangeError()

@@ -113,10 +113,11 @@ def _double_buffered_with(X, rows, device, dtype, pool, origin=None):
 
 
 def streamed_statistics(X: np.ndarray, block: BlockStatistics, params, rows: int, device: torch.device,
-                        dtype: torch.dtype = torch.float32) -> Statistics:
-    """Statistics of all rows of the host array X, summed in float64 over chunks of ``rows``."""
+                        dtype: torch.dtype = torch.float32, origin: np.ndarray | None = None) -> Statistics:
+    """Statistics of all rows of the host array X (of X - ``origin`` when given), summed in float64
+    over chunks of ``rows``."""
     total = None
-    for chunk in device_chunks(X, rows, device, dtype):
+    for chunk in device_chunks(X, rows, device, dtype, origin):
         st = block(chunk, *params)
         total = st if total is None else total.__iadd__(st)
     return total

@@ -523,12 +523,15 @@ def test_iris_far_from_zero_fits_scikit_learns_model_of_iris(device, max_iter):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
-def test_synthetic_offset_fits_the_unshifted_model(device):
-    """A planted mixture moved by 1e6 in every feature: the fit is scikit-learn's on the unshifted data,
-    means moved by 1e6 (scikit-learn's own fit of the shifted data is off: it cancels |x|^2 ~ 1e12)."""
+@pytest.mark.parametrize("max_device_bytes", [None, 100 * 48])
+def test_synthetic_offset_fits_the_unshifted_model(device, max_device_bytes):
+    """A planted mixture moved by 1e6 in every feature, on the device at once or streamed in chunks: the
+    fit is scikit-learn's on the unshifted data, means moved by 1e6 (scikit-learn's own fit of the
+    shifted data is off: it cancels |x|^2 ~ 1e12)."""
     X = make_dataset(1023, 4, 5, seed=21).X.double().numpy()
     kw = dict(n_components=4, random_state=0, tol=1e-4)
-    ours = GaussianMixture(device=device, **kw).fit(X + 1e6)
+    ours = GaussianMixture(device=device, max_device_bytes=max_device_bytes, **kw).fit(X + 1e6)
+    assert (ours.rows_per_chunk_ is not None) == (max_device_bytes is not None or device == "cpu")
     theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
     wt, mt, ct, lt = _tolerances(device)
     assert ours.n_iter_ == theirs.n_iter_
