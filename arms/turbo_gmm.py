@@ -39,7 +39,7 @@ def prepare(X, init, n_iter, opts):
         r = kernels.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,
                         center=center)
         return Fit(r.weights, r.means, r.variances, n_iter=len(r.log_likelihoods),
-                   info={"algorithm": r.algorithm, "precision": r.precision, "n_floored": r.n_floored,
+                   info={"algorithm": r.algorithm, "kernel": r.kernel, "precision": r.precision, "n_floored": r.n_floored,
                          "device": str(X.device)})
 
     return run

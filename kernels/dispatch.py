@@ -35,6 +35,16 @@ def h200_rule(k_pad: int, d_pad: int) -> bool:
 
 MEASURED_RULES = {"NVIDIA H200": h200_rule}
 
+# Rows from which Algorithm 2 at d_pad = 32 and K_pad <= 128 runs warp-specialized (kernels/one_pass_ws.py, where
+# it takes the sweep: tf32x3 on a Hopper GPU, d a multiple of 4). On the H200 at 361b4d4
+# (results/h200/kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv, one E-step) it was 1.42x faster than the
+# Triton kernel at 20M_32_32, 1.34x at 4M_32_32, 1.15x at 1M_32_32, 1.25x at 1M_128_32 and 0.63x at 20K_32_32
+# (0.069 vs 0.043 ms: 2.4 row tiles per program). At d085e2d (numerics_dispatch_2026-12-01_d085e2d.csv, same
+# kernels with the 128-tile bound) the Triton kernel was faster up to 500K rows (0.1345 vs 0.1440 ms at 500K,
+# 0.0859 vs 0.1075 at 250K) and the warp-specialized one from 1M (0.2174 vs 0.2363 ms): the ratio, interpolated
+# linearly between 500K and 1M, crosses at ~715 000 rows.
+WS_ONE_PASS_MIN_ROWS = 750_000
+
 
 def device_name() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
@@ -49,7 +59,9 @@ def choose_algorithm(K: int, d: int, device: str | None = None) -> str:
 
 
 def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30).
+    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); at d_pad = 32
+    and K_pad <= 128 Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton tiles below
+    take the sweep under that, off Hopper and under ieee).
 
     tf32x3 splits every dot operand in registers, so the kernels are register
     bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no
@@ -57,13 +69,14 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
     """
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
+        ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
         if d_pad == 32 and k_pad >= 64:
             # results/h200/kernel_measure/tune_*_e5c5ab2.csv (2026-11-30): the tiles below need 122 KB (32 rows x 2 stages at
             # K_pad 128) and 131 KB (64 rows x 3 stages at K_pad 64) of shared memory, so one program fits per SM;
             # one stage of 32 rows fits two: 1M_128_32 1.09 -> 0.82 ms, 4M_64_32 2.13 -> 2.05 ms per iteration.
-            return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **(ws if k_pad <= 128 else {}))
         if d_pad == 64 and k_pad <= 32:
             # results/h200/kernel_measure/*_2026-11-30_f9e8316.csv, the lift's halves contracted apart: at K_pad 16 a
             # 168-register cap fits three programs per SM (4M_16_64 1.83 -> 1.62 ms); at K_pad 32, 64 rows
@@ -73,7 +86,7 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
             return LaunchConfig(block_n=64, num_warps=4, num_stages=2)
         if k_pad >= 128 or d_pad >= 64:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=2)
-        return LaunchConfig(block_n=64, num_warps=4, num_stages=3)
+        return LaunchConfig(block_n=64, num_warps=4, num_stages=3, **(ws if d_pad == 32 else {}))
     if d_pad >= 128:
         return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)
     if d_pad <= 32:

@@ -20,6 +20,7 @@ from kernels.lift import pow2_at_least_16
 from kernels.lift_kernel import lift_into
 from kernels.mstep import IllDefinedCovarianceError
 from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
+from kernels import one_pass, two_pass
 from kernels.one_pass import one_pass_statistics
 from kernels.two_pass import two_pass_statistics
 
@@ -49,6 +50,8 @@ class FitResult:
     n_floored: int
     algorithm: str
     precision: str
+    kernel: str  # the statistics kernel that ran (:func:`statistics_kernel`)
+    log_likelihoods_host: list | None = None  # the same values as host floats where the fit read them (graphed loop)
 
 
 def interpreter_mode() -> bool:
@@ -225,12 +228,15 @@ class _GraphedLoop:
         return [w, m.view(K, -1), v.view(K, -1), ll]
 
     def run(self, params, center):
-        """(weights, means, variances, ell) as new tensors, and [floored, *parameter_flags, failure] as host ints."""
+        """(weights, means, variances, ell) as new tensors, [floored, *parameter_flags, failure] as host ints
+        and ell as host floats: status and ell come back in one device-to-host read (the fit's one sync)."""
         for p, q in zip(self.params, params):
             p.copy_(q)
         self.ws.set_center(center)
         self.graph.replay()
-        return self.split(self.flat.clone()), self.status.tolist()
+        host = torch.cat([self.status.double(), self.lls]).tolist()
+        n_status = self.status.shape[0]
+        return self.split(self.flat.clone()), [int(v) for v in host[:n_status]], host[n_status:]
 
 
 _GRAPHS: dict = {}
@@ -245,6 +251,14 @@ def resolve_algorithm(K, d, algorithm, precision):
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
     return algorithm
+
+
+def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig) -> str:
+    """The kernel that computes the statistics of X under these settings: "one_pass" (Triton),
+    "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the Triton or
+    the warp-specialized pass 2)."""
+    module = one_pass if algorithm == "one_pass" else two_pass
+    return module.kernel_name(X, ws.W, cfg, precision)
 
 
 def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig):
@@ -338,11 +352,13 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d)
     if graphed:
-        (weights, means, variances, lls), (floored, *flags, failure) = _graphed_loop(
-            X, K, n_iter, algorithm, precision, reg_covar, cfg).run((weights, means, variances), shift)
+        loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
+        (weights, means, variances, lls), (floored, *flags, failure), lls_host = loop.run((weights, means, variances),
+                                                                                          shift)
         raise_if_invalid(flags)
         raise_if_failed(failure)
-        return FitResult(weights, means, variances, lls, floored, algorithm, precision)
+        return FitResult(weights, means, variances, lls, floored, algorithm, precision,
+                         statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
     ws = Workspace(X, K, algorithm)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
@@ -352,4 +368,4 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     _iterate(X, params, ws, lls, floored, failure, algorithm, precision, reg_covar, cfg)
     floored, failure = torch.cat([floored, failure]).tolist()  # one host sync
     raise_if_failed(failure)
-    return FitResult(*params, lls, floored, algorithm, precision)
+    return FitResult(*params, lls, floored, algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))

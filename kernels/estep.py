@@ -26,6 +26,7 @@ import torch
 
 from kernels.dispatch import launch_config
 from kernels.em import Workspace, estep_statistics, resolve_algorithm
+from kernels.launch import LaunchConfig
 from kernels.mstep import mstep
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -63,14 +64,15 @@ class Statistics:
 
 
 class BlockStatistics:
-    """Computes :class:`Statistics` of row blocks for fixed (K, d, center, backend).
+    """Computes :class:`Statistics` of row blocks for fixed (K, d, center, backend); ``config``: the
+    kernels' launch config (default: :func:`kernels.dispatch.launch_config`'s).
 
     The Triton path keeps its float64 accumulators between calls (one allocation
     per fit, as :func:`kernels.fit` does); every call returns fresh tensors.
     """
 
     def __init__(self, K: int, d: int, center: torch.Tensor, backend: str, algorithm: str = "auto",
-                 precision: str = "tf32x3"):
+                 precision: str = "tf32x3", config: LaunchConfig | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.K, self.d, self.backend = K, d, backend
@@ -78,7 +80,7 @@ class BlockStatistics:
         if backend == "triton":
             self.algorithm = resolve_algorithm(K, d, algorithm, precision)
             self.precision = precision
-            self.cfg = launch_config(self.algorithm, K, d)
+            self.cfg = config or launch_config(self.algorithm, K, d)
             self.ws = None  # made for the first block (and again for a longer one: L holds a block's rows)
         else:
             self.algorithm, self.precision = "torch_float64", "ieee"
@@ -134,3 +136,71 @@ def mstep_spherical(st: Statistics, N: int, center: torch.Tensor, reg_covar: flo
     (floor included) averaged over c, so no extra statistics are needed."""
     w, mu, var, floored = mstep_diag(st, N, center, reg_covar)
     return w, mu, var.mean(1), floored
+
+
+def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int, L=None,
+                       comps=None, max_elements: int = 1 << 26) -> dict:
+    """Float64 statistics of the responsibilities the kernels form, from their own lift (W, b) about
+    ``center``: Gamma = exp(S - L) with S = [x - c | (x - c)^2] W + b in float64. L: Algorithm 3's float32
+    row normalizer from pass 1 (the one its pass 2 uses), or None for Algorithm 2, which forms its own:
+    then L is the float64 log-sum-exp of the same S over the K components. The reference of
+    :func:`per_component_errors`; returns float64 n (k,), s, u (k, d) and the scales :data:`SCALES` names,
+    for the components ``comps`` (default all K), in row chunks of at most ``max_elements`` scores, and (L
+    None) ``ll`` = sum_i L_i in float64."""
+    N, d = X.shape
+    d_pad = W.shape[0] // 2
+    comps = torch.arange(K, device=X.device) if comps is None else comps
+    Wall = torch.cat([W[:d, :K], W[d_pad : d_pad + d, :K]]).double()
+    ball = b[:K].double()
+    c = center[:d].double()
+    n, s, u, s_scale = (torch.zeros(len(comps), *shape, dtype=torch.float64, device=X.device)
+                        for shape in ((), (d,), (d,), (d,)))
+    chunk = max(1, max_elements // max(K, 1))
+    xmax = 0.0
+    ll = torch.zeros((), dtype=torch.float64, device=X.device)
+    for r0 in range(0, N, chunk):
+        xc = X[r0 : r0 + chunk].double() - c
+        lifted = torch.cat([xc, xc * xc], 1)
+        if L is None:
+            S = lifted @ Wall + ball
+            Lc = torch.logsumexp(S, 1, keepdim=True)
+            g = torch.exp(S[:, comps] - Lc)
+            ll += Lc.sum()
+        else:
+            g = torch.exp(lifted @ Wall[:, comps] + ball[comps] - L[r0 : r0 + chunk, None].double())
+        n += g.sum(0)
+        s += g.T @ xc
+        u += g.T @ (xc * xc)
+        s_scale += g.T @ xc.abs()
+        xmax = max(xmax, float(xc.abs().max())) if xc.numel() else xmax
+    return {"n": n, "s": s, "u": u, **statistic_scales(n, s_scale, u, N, xmax), **({"ll": ll} if L is None else {})}
+
+
+FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)
+SCALES = """Per-component scales of the statistics' errors, relative to each component's own size: n_k for n_k;
+sum_i Gamma_ik |x_ic - c_c| for s_kc (s of centered data cancels towards 0, its terms do not); u_kc itself
+(= sum_i Gamma_ik (x_ic - c_c)^2, a sum of non-negative terms) for u_kc. A global scale (N, N max|x|^2) lets
+a small component lose every digit unseen. Each is floored at what float32 responsibilities cannot resolve:
+a Gamma below float32's smallest normal number (FLOAT32_TINY) is 0 in the kernels, so N * FLOAT32_TINY for
+n, times max|x - c| for s and max|x - c|^2 for u (a component far from every row is then measured against
+that floor, not against its vanishing float64 size)."""
+
+
+def statistic_scales(n, s_abs, u, N: int, xmax: float) -> dict:
+    """The :data:`SCALES` of n (K,), s and u (K, d) from float64 n, sum_i Gamma |x - c| (``s_abs``) and u of N
+    rows whose largest |x - c| is ``xmax``."""
+    floor = N * FLOAT32_TINY
+    return {"n_scale": n.clamp_min(floor), "s_scale": s_abs.clamp_min(floor * xmax),
+            "u_scale": u.clamp_min(floor * xmax * xmax)}
+
+
+def per_component_errors(n, s, u, reference: dict) -> dict:
+    """max over components (and features) of |n - n64| / n64, |s - s64| / s_scale, |u - u64| / u64 against
+    a :func:`float64_statistics` reference (scales: :data:`SCALES`); inf where a statistic is not finite.
+    Components whose scale is 0 (no mass) count only if the statistic is not 0 too."""
+    out = {}
+    for name, got in zip("nsu", (n, s, u)):
+        got = torch.as_tensor(got, dtype=torch.float64, device=reference[name].device)
+        err = (got - reference[name]).abs() / reference[f"{name}_scale"].clamp_min(1e-300)
+        out[name] = float(err.max()) if bool(torch.isfinite(got).all()) else float("inf")
+    return out

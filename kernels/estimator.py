@@ -328,9 +328,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             return tuple(torch.as_tensor(np.asarray(a, np.float64), device=data.device)
                          for a in (init_w, init_m, 1.0 / np.asarray(init_p, np.float64)))
         if init_backend == "torch":
-            seed = int(random_state.randint(np.iinfo(np.int32).max))
-            generator = torch.Generator(device=data.tensor.device).manual_seed(seed)
-            nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, generator,
+            nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, random_state,
                                           (data.center + data.origin - data.tensor_origin).to(data.tensor.device),
                                           data.column_variance_mean())
             offset = (data.center + data.origin).to(data.tensor.device)
@@ -639,7 +637,8 @@ class _FitData:
         if self.backend == "triton" and not self.streamed:
             r = em_fit(self.X, (w, m - self.origin, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
                        precision=self.precision, center=self.center)
-            return r.weights, r.means + self.origin, r.variances, r.n_floored, float(r.log_likelihoods[0])
+            ll = r.log_likelihoods_host[0] if r.log_likelihoods_host is not None else float(r.log_likelihoods[0])
+            return r.weights, r.means + self.origin, r.variances, r.n_floored, ll  # graphed: one host read
         st = self.statistics(w, m, v)
         w, m, v, f = mstep_diag(st, self.shape[0], self.center, self.reg_covar)
         m = m + self.origin

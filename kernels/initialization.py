@@ -10,11 +10,18 @@ blocks, so neither X nor an (N, K) responsibility matrix goes to the host:
 * "random": uniform draws, normalized per row;
 * "random_from_data": K distinct rows drawn uniformly.
 
-Draws come from a ``torch.Generator`` on X's device (the estimator seeds it from its
-``random_state``), so they differ from scikit-learn's draws, not the procedure.
+The random numbers of "kmeans", "k-means++" and "random_from_data" are scikit-learn's: drawn
+from the estimator's NumPy ``RandomState`` in ``_initialize_parameters``' order (the k-means++
+first-seed and candidate uniforms, ``choice(N, K, replace=False)``), so on the same points these
+pick scikit-learn's seeds and rows (k-means++ up to float64 near-ties of its cumulative sums;
+``choice`` without replacement is NumPy's full permutation of N on the host, ~0.3 s at 20M).
+"random" needs N x K uniforms, too many to draw on the host at 20M rows: it draws them from a
+``torch.Generator`` on X's device seeded from ``random_state``, so its responsibilities are not
+scikit-learn's.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from kernels.kmeans import kmeans, kmeans_plusplus
@@ -22,22 +29,24 @@ from kernels.kmeans import kmeans, kmeans_plusplus
 MOMENT_BLOCK_BYTES = 1 << 28  # float64 temporaries of one block: responsibilities and the centered rows
 
 
-def initial_moments(X: torch.Tensor, n_components: int, init_params: str, generator: torch.Generator,
+def initial_moments(X: torch.Tensor, n_components: int, init_params: str, random_state: np.random.RandomState,
                     center: torch.Tensor, column_variance_mean: float):
     """(n (K,), s (K, d), u (K, d)) float64 on X's device: the responsibilities' counts and their sums
     of (x - c) and (x - c)^2, c = ``center`` (d,) float64. X (N, d) float32/float64."""
     K, dev = n_components, X.device
     if init_params in ("k-means++", "random_from_data"):
         if init_params == "k-means++":
-            rows = kmeans_plusplus(X, K, generator, center)
+            rows = kmeans_plusplus(X, K, random_state, center)
         else:
-            rows = torch.randperm(X.shape[0], generator=generator, device=dev)[:K]
+            rows = torch.as_tensor(random_state.choice(X.shape[0], size=K, replace=False), device=dev)
         s = X[rows].double() - center
         return torch.ones(K, dtype=torch.float64, device=dev), s, s * s
     if init_params == "kmeans":
-        labels, _, _ = kmeans(X, K, generator, center, column_variance_mean)
+        labels, _, _ = kmeans(X, K, random_state, center, column_variance_mean)
         return _moments(X, center, K, lambda r0, r1: _one_hot(labels[r0:r1], K))
     if init_params == "random":
+        generator = torch.Generator(device=dev).manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
+
         def uniform(r0, r1):
             r = torch.rand((r1 - r0, K), generator=generator, dtype=torch.float64, device=dev)
             return r.div_(r.sum(1, keepdim=True))

@@ -3,45 +3,62 @@
 What the estimator's ``init_params="kmeans"`` and ``"k-means++"`` need, without
 sending X to the host: run on the host, scikit-learn's ``KMeans`` and
 ``kmeans_plusplus`` were 96-97% of a fit's wall time at 1M-20M rows on the H200
-(issue 19). The algorithms are scikit-learn's; the random streams are torch's
-(a ``torch.Generator`` on X's device), so the draws differ from scikit-learn's
-while the procedure is the same:
+(issue 19). The algorithms are scikit-learn's and so are the random draws: they come
+from the caller's NumPy ``RandomState`` in scikit-learn's order (a few numbers on the
+host), while everything that touches X runs on X's device:
 
 * :func:`kmeans_plusplus`: greedy D^2 seeding as ``sklearn.cluster.kmeans_plusplus``
-  -- the first center uniformly, then for each next one ``2 + int(log K)``
-  candidates drawn proportional to the squared distance to the nearest chosen
-  center, keeping the candidate that lowers the potential most. Every step is a
-  few device ops on (N, trials) blocks; nothing is read back to the host.
+  -- the first center from ``random_state.choice(N, p=uniform)`` (one uniform draw),
+  then for each next one ``2 + int(log K)`` candidates ``searchsorted(cumsum(closest),
+  uniform(size=trials) * potential)`` (float64 cumulative sum and search on the device),
+  keeping the candidate that lowers the potential most. Same seeds as scikit-learn's
+  for the same ``random_state`` and the same points, up to float64 near-ties of the
+  cumulative sums. Nothing is read back to the host.
 * :func:`lloyd`: Lloyd iterations as ``sklearn.cluster.KMeans(algorithm="lloyd")``:
   assign, recompute the centers, relocate empty clusters to the points farthest
   from their centers, stop on unchanged labels or when the squared center shift
-  is <= tol; a last assignment makes the labels match the returned centers. Rows
-  are processed in blocks, so the (rows, K) score block stays bounded whatever N
-  is; per iteration one host read of (labels changed, empty clusters, shift) is the
+  is <= tol; a last assignment makes the labels match the returned centers. Per
+  iteration one host read of (labels changed, empty clusters, shift) is the
   convergence test.
 * :func:`kmeans`: ``KMeans(n_clusters=K, n_init=1)``'s defaults: k-means++ seeds,
   tol relative to the mean column variance (1e-4 x mean var), at most 300 iterations.
 
-Distances are evaluated about a center c of the data (the column mean, which the
-caller has from validation): ||x - y||^2 = ||x - c||^2 + ||y'||^2 - 2 (x.y' - c.y') with
-y' = y - c, one matrix product per block in X's dtype, so offset data keeps the
-spread's digits without a centered copy of X (scikit-learn centers a copy of X).
+Two implementations of the passes over X, chosen by ``fused`` (default: the kernels where
+:func:`kernels.kmeans_assign.supported`, i.e. float32 X on CUDA): the fused Triton kernels
+of :mod:`kernels.kmeans_assign` (one launch per Lloyd iteration, two per k-means++ step),
+or torch ops in row blocks (any dtype, any device): distances about a center c of the data
+(the column mean, which the caller has from validation), ||x - y||^2 = ||x - c||^2 + ||y'||^2
+- 2 (x.y' - c.y') with y' = y - c, one matrix product per block in X's dtype, so offset data
+keeps the spread's digits without a centered copy of X (scikit-learn centers a copy of X).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment
+from kernels import kmeans_assign
+
+SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment (torch ops)
 NORM_BLOCK_ROWS = 1 << 20  # rows per block of ||x - c||^2 (a (rows, d) temporary)
 KMEANS_TOL = 1e-4  # scikit-learn KMeans's default tol, relative to the mean column variance
 KMEANS_MAX_ITER = 300  # scikit-learn KMeans's default max_iter
+FLOAT64_EPS = 2.0**-53
 
 
 def n_local_trials(n_clusters: int) -> int:
     """scikit-learn's number of candidates per k-means++ step."""
     return 2 + int(math.log(n_clusters))
+
+
+def _fused(X: torch.Tensor, fused) -> bool:
+    if fused is None:
+        return kmeans_assign.supported(X)
+    if fused and not kmeans_assign.supported(X):
+        raise ValueError("the fused k-means kernels take float32 contiguous X with d <= "
+                         f"{kmeans_assign.MAX_FEATURES} on CUDA (or TRITON_INTERPRET=1 on the CPU)")
+    return bool(fused)
 
 
 def centered_sq_norms(X: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
@@ -62,35 +79,67 @@ def sq_distances(X: torch.Tensor, x_sq: torch.Tensor, Y: torch.Tensor, center: t
     return out.add_(x_sq[:, None]).clamp_min_(0.0)
 
 
-def kmeans_plusplus(X: torch.Tensor, n_clusters: int, generator: torch.Generator, center: torch.Tensor,
-                    x_sq: torch.Tensor | None = None) -> torch.Tensor:
-    """Row indices (n_clusters,) int64 on X's device of the k-means++ seeds (scikit-learn's greedy variant).
+def first_seed(n_samples: int, draw: float, dtype) -> int:
+    """scikit-learn's first k-means++ seed from its one uniform ``draw``:
+    ``RandomState.choice(N, p=w / w.sum())`` with unit weights in X's ``dtype`` is
+    ``searchsorted(cdf, draw, side="right")`` of the normalized sequential cumulative sum,
+    i.e. floor(draw * N) unless draw * N is within that sum's rounding (<= N^2 eps64 in
+    units of 1/N) of an integer, where the host evaluates NumPy's cumulative sum itself."""
+    t = draw * n_samples
+    j = int(t)
+    margin = 4.0 * n_samples * n_samples * FLOAT64_EPS + 1e-12
+    if t - j > margin and j + 1 - t > margin:
+        return j
+    w = np.ones(n_samples, dtype)
+    cdf = np.cumsum((w / w.sum()).astype(np.float64))
+    cdf /= cdf[-1]
+    return int(cdf.searchsorted(draw, side="right"))
 
-    X (N, d) float32/float64 tensor; center (d,) float64 on X's device (see the module docstring);
-    x_sq: :func:`centered_sq_norms` if the caller has them."""
+
+def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
+                    x_sq: torch.Tensor | None = None, fused: bool | None = None) -> torch.Tensor:
+    """Row indices (n_clusters,) int64 on X's device of the k-means++ seeds (scikit-learn's greedy variant),
+    drawn from ``random_state`` as ``sklearn.cluster.kmeans_plusplus`` draws them.
+
+    X (N, d) float32/float64 tensor; center (d,) float64 on X's device (the torch ops' expansion
+    point, see the module docstring); x_sq: :func:`centered_sq_norms` if the caller has them (torch
+    ops); ``fused``: the kernels of :mod:`kernels.kmeans_assign` (None: where they run)."""
     N, dev = X.shape[0], X.device
-    if x_sq is None:
-        x_sq = centered_sq_norms(X, center)
+    fused = _fused(X, fused)
     trials = n_local_trials(n_clusters)
+    first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
+    draws = torch.as_tensor(random_state.uniform(size=(n_clusters - 1, trials)), device=dev)  # K - 1 steps' draws
     indices = torch.empty(n_clusters, dtype=torch.int64, device=dev)
-    indices[:1] = torch.randint(N, (1,), generator=generator, device=dev)
-    closest = sq_distances(X, x_sq, X[indices[:1]], center)[:, 0].contiguous()
+    indices[0] = first
+    if fused:
+        closest = torch.full((N,), math.inf, dtype=torch.float64, device=dev)
+        kmeans_assign.fold_nearest(X, indices[:1], closest)
+    else:
+        if x_sq is None:
+            x_sq = centered_sq_norms(X, center)
+        closest = sq_distances(X, x_sq, X[indices[:1]], center)[:, 0].contiguous()
     potential = closest.sum(dtype=torch.float64)
     for c in range(1, n_clusters):
-        draws = torch.rand(trials, generator=generator, dtype=torch.float64, device=dev) * potential
-        candidates = torch.searchsorted(torch.cumsum(closest, 0, dtype=torch.float64), draws).clamp_(max=N - 1)
-        dist = sq_distances(X, x_sq, X[candidates], center)
-        torch.minimum(dist, closest[:, None], out=dist)
-        potentials = dist.sum(0, dtype=torch.float64)
+        candidates = torch.searchsorted(torch.cumsum(closest, 0, dtype=torch.float64), draws[c - 1] * potential)
+        candidates.clamp_(max=N - 1)
+        if fused:
+            potentials = kmeans_assign.candidate_potentials(X, candidates, closest)
+        else:
+            dist = sq_distances(X, x_sq, X[candidates], center)
+            torch.minimum(dist, closest[:, None], out=dist)
+            potentials = dist.sum(0, dtype=torch.float64)
         best = potentials.argmin().view(1)
         potential = potentials[best[0]]
-        closest = dist.index_select(1, best)[:, 0].contiguous()
         indices[c : c + 1] = candidates[best]
+        if fused:
+            kmeans_assign.fold_nearest(X, indices[c : c + 1], closest)
+        else:
+            closest = dist.index_select(1, best)[:, 0].contiguous()
     return indices
 
 
 class _Assignment:
-    """Nearest-center labels of X in row blocks, with the per-cluster counts and sums they imply."""
+    """Nearest-center labels of X in row blocks, with the per-cluster counts and sums they imply (torch ops)."""
 
     def __init__(self, X: torch.Tensor, center: torch.Tensor, n_clusters: int):
         self.X, self.center = X, center
@@ -118,32 +167,35 @@ class _Assignment:
                 sums += (onehot.T @ xb).double()
         return sums, counts, changed
 
-    def relocate_empty_clusters(self, centers_old, labels, sums, counts) -> None:
-        """scikit-learn's rule, on ``sums``/``counts`` in place: each empty cluster takes the point
-        farthest from its current center (farthest first), which leaves its old cluster.
-        Rare: the host loops over the empty clusters."""
-        X = self.X
-        empty = torch.nonzero(counts == 0)[:, 0].tolist()
-        far_dist = torch.empty(X.shape[0], dtype=torch.float64, device=X.device)
-        for r0 in range(0, X.shape[0], self.rows):
-            xb = X[r0 : r0 + self.rows].double()
-            far_dist[r0 : r0 + self.rows] = (xb - centers_old[labels[r0 : r0 + self.rows]]).square_().sum(1)
-        far = far_dist.topk(len(empty)).indices
-        for new, idx in zip(empty, far.tolist()):
-            old, x = int(labels[idx]), X[idx].double()
-            sums[old] -= x
-            counts[old] -= 1.0
-            sums[new] = x
-            counts[new] = 1.0
+
+def relocate_empty_clusters(X, centers_old, labels, sums, counts) -> None:
+    """scikit-learn's rule, on ``sums``/``counts`` in place: each empty cluster takes the point
+    farthest from its current center (farthest first), which leaves its old cluster.
+    Rare: the host loops over the empty clusters."""
+    empty = torch.nonzero(counts == 0)[:, 0].tolist()
+    far_dist = torch.empty(X.shape[0], dtype=torch.float64, device=X.device)
+    for r0 in range(0, X.shape[0], NORM_BLOCK_ROWS):
+        xb = X[r0 : r0 + NORM_BLOCK_ROWS].double()
+        far_dist[r0 : r0 + NORM_BLOCK_ROWS] = (xb - centers_old[labels[r0 : r0 + NORM_BLOCK_ROWS]]).square_().sum(1)
+    far = far_dist.topk(len(empty)).indices
+    for new, idx in zip(empty, far.tolist()):
+        old, x = int(labels[idx]), X[idx].double()
+        sums[old] -= x
+        counts[old] -= 1.0
+        sums[new] = x
+        counts[new] = 1.0
 
 
 def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: float,
-          max_iter: int = KMEANS_MAX_ITER):
+          max_iter: int = KMEANS_MAX_ITER, fused: bool | None = None, precision: str = "tf32x3"):
     """Lloyd's k-means from ``centers`` (K, d): (labels (N,) int64, centers (K, d) float64, iterations).
 
     ``tol`` is absolute (scikit-learn's after scaling: tol x mean column variance); stops when no
-    label changes or when the summed squared center shift is <= tol."""
-    assign = _Assignment(X, center, centers.shape[0])
+    label changes or when the summed squared center shift is <= tol. ``fused``: one launch of
+    :class:`kernels.kmeans_assign.Assigner` per iteration (None: where it runs; ``precision``: its
+    score's products, "tf32x3" or "ieee"), else torch ops."""
+    K = centers.shape[0]
+    assign = kmeans_assign.Assigner(X, center, K, precision) if _fused(X, fused) else _Assignment(X, center, K)
     centers = centers.double()
     labels = torch.full((X.shape[0],), -1, dtype=torch.int64, device=X.device)
     strict = False
@@ -154,7 +206,7 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
         shift = (new - centers).square().sum()
         n_changed, n_empty, shift = torch.stack([changed.double(), (counts == 0).sum().double(), shift]).tolist()
         if n_empty:
-            assign.relocate_empty_clusters(centers, labels, sums, counts)
+            relocate_empty_clusters(X, centers, labels, sums, counts)
             new = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1.0)[:, None], sums)
             shift = float((new - centers).square().sum())
         centers = new
@@ -168,10 +220,12 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
     return labels, centers, n_iter
 
 
-def kmeans(X: torch.Tensor, n_clusters: int, generator: torch.Generator, center: torch.Tensor,
-           column_variance_mean: float, tol: float = KMEANS_TOL, max_iter: int = KMEANS_MAX_ITER):
-    """``KMeans(n_clusters, n_init=1)`` with scikit-learn's defaults: (labels, centers, iterations).
+def kmeans(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
+           column_variance_mean: float, tol: float = KMEANS_TOL, max_iter: int = KMEANS_MAX_ITER,
+           fused: bool | None = None):
+    """``KMeans(n_clusters, n_init=1, random_state=random_state)`` with scikit-learn's defaults:
+    (labels, centers, iterations).
 
     ``column_variance_mean``: the mean over columns of X's variance (scales tol as scikit-learn does)."""
-    seeds = kmeans_plusplus(X, n_clusters, generator, center)
-    return lloyd(X, X[seeds], center, tol * column_variance_mean, max_iter)
+    seeds = kmeans_plusplus(X, n_clusters, random_state, center, fused=fused)
+    return lloyd(X, X[seeds], center, tol * column_variance_mean, max_iter, fused=fused)

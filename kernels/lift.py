@@ -113,40 +113,52 @@ def lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, acc, PRECIS
 
 @triton.jit
 def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr):
-    """Zeroed float32 accumulators for :func:`accumulate_statistics`: s^T and u^T (D_PAD, BLOCK_K) when
+    """Zeroed float32 running sums for :func:`accumulate_statistics`: s^T and u^T (D_PAD, BLOCK_K) when
     HALVES, else [s | u]^T (2*D_PAD, BLOCK_K) and an unused placeholder."""
     if HALVES:
-        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
-        u_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+        s_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+        u_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
     else:
-        s_acc = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
-        u_acc = tl.zeros([1, 1], dtype=tl.float32)
-    return s_acc, u_acc
+        s_sum = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
+        u_sum = tl.zeros([1, 1], dtype=tl.float32)
+    return s_sum, u_sum
 
 
 @triton.jit
-def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION: tl.constexpr, HALVES: tl.constexpr):
-    """[s | u]^T += lifted^T @ Gamma: Gamma, wgmma's B operand, goes from the score's accumulator layout
-    to shared memory without bank conflicts (the transposed product stored the lifted tile transposed
-    with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again from x - c's halves rather
-    than held across the exponentials."""
-    s_acc = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, s_acc, PRECISION)
+def _statistics_product(a_hi, a_lo, g_hi, g_lo, running, PRECISION: tl.constexpr):
+    """running += a^T @ Gamma, the tile's product into a fresh accumulator first and then added on the CUDA
+    cores in float32 (issue 21: Hopper's wgmma truncates as it accumulates, so the tensor cores' accumulator
+    carried across a program's tiles lost ~1e-4 per component; kernels/README.md "Numerics"). Under tf32x3
+    the sm_90 TTGIR keeps that add (an arith.addf after the three products); under ieee, one FMA product
+    rounding to nearest, Triton folds ``running + dot(a, b, 0)`` back into ``dot(a, b, running)``."""
+    fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=tl.float32)
+    return running + tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, fresh, PRECISION)
+
+
+@triton.jit
+def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+    """[s | u]^T += lifted^T @ Gamma (:func:`_statistics_product`): Gamma, wgmma's B operand, goes from the
+    score's accumulator layout to shared memory without bank conflicts (the transposed product stored the
+    lifted tile transposed with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again
+    from x - c's halves rather than held across the exponentials."""
+    s_sum = _statistics_product(x_hi, x_lo, g_hi, g_lo, s_sum, PRECISION)
     if HALVES:
         xr = tf32x3.join(x_hi, x_lo, PRECISION)
         q_hi, q_lo = tf32x3.split(xr * xr, PRECISION)
-        u_acc = tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, u_acc, PRECISION)
-    return s_acc, u_acc
+        u_sum = _statistics_product(q_hi, q_lo, g_hi, g_lo, u_sum, PRECISION)
+    return s_sum, u_sum
 
 
 @triton.jit
-def commit_statistics(su_out, kk, s_acc, u_acc, D_PAD: tl.constexpr, HALVES: tl.constexpr):
-    """su[kk] += the accumulators as float64. Relaxed: the sums need no ordering (kernel completion
-    publishes them); Triton's default, acq_rel, compiles each atomic to MEMBAR.GPU + a returning ATOMG
-    + an L1 invalidate (CCTL.IVALL), relaxed with the result unused is a fire-and-forget REDG (sm_90 SASS)."""
+def commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD: tl.constexpr, HALVES: tl.constexpr):
+    """n[kk] and su[kk] += the running sums as float64. Relaxed: the sums need no ordering (kernel
+    completion publishes them); Triton's default, acq_rel, compiles each atomic to MEMBAR.GPU + a returning
+    ATOMG + an L1 invalidate (CCTL.IVALL), relaxed with the result unused is a fire-and-forget REDG (sm_90 SASS)."""
+    tl.atomic_add(n_out + kk, n_sum.to(tl.float64), sem="relaxed")
     if HALVES:
         cols = tl.arange(0, D_PAD)
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_acc.to(tl.float64), sem="relaxed")
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_acc.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + cols[:, None], s_sum.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + D_PAD + cols[:, None], u_sum.to(tl.float64), sem="relaxed")
     else:
         lanes = tl.arange(0, 2 * D_PAD)
-        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], s_acc.to(tl.float64), sem="relaxed")
+        tl.atomic_add(su_out + kk[None, :] * (2 * D_PAD) + lanes[:, None], s_sum.to(tl.float64), sem="relaxed")

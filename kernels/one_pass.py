@@ -5,7 +5,9 @@ A persistent launch: each program keeps the whole padded component axis on chip
 row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, gets
 the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
 the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
-accumulates the statistics with a second product. One atomic commit per program.
+accumulates the statistics with a second product, each tile's into float32 running sums
+(kernels.lift.accumulate_statistics) over at most LaunchConfig.sum_tiles tiles a program (the grid
+grows where the persistent one would give a program more). One atomic commit per program.
 At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
 Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3).
 """
@@ -19,14 +21,16 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count
+from kernels.launch import LaunchConfig, program_count, sum_bounded
 from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
 
-@triton.jit
+# the grid's size (num_programs) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
+# (launch.sum_bounded), and one compile serves every N
+@triton.jit(do_not_specialize=["num_programs"])
 def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32; center (D_PAD,) f32; W (2*D_PAD, K_PAD) f32; b (K_PAD,) f32
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
@@ -41,9 +45,9 @@ def _one_pass_kernel(
     # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
     HALVES: tl.constexpr = D_PAD >= 64
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_acc, u_acc = statistics_accumulators(D_PAD, K_PAD, HALVES)
+    s_sum, u_sum = statistics_accumulators(D_PAD, K_PAD, HALVES)
     bias = tl.load(b + kk)
-    n_acc = tl.zeros([K_PAD], dtype=tl.float32)
+    n_sum = tl.zeros([K_PAD], dtype=tl.float32)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -55,12 +59,11 @@ def _one_pass_kernel(
         p = tl.exp(s - m[:, None])
         lam = tl.sum(p, 1)
         g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
-        n_acc += tl.sum(g, 0)
+        n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        s_acc, u_acc = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION, HALVES)
+        s_sum, u_sum = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION, HALVES)
         ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
-    commit_statistics(su_out, kk, s_acc, u_acc, D_PAD, HALVES)
+    commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD, HALVES)
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0), sem="relaxed")
 
 
@@ -73,6 +76,11 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     """
+    if kernel_name(X, W, cfg, precision) == "one_pass_ws":
+        from kernels import one_pass_ws  # Gluon: Hopper only
+
+        out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
+        return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles)
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:
@@ -80,9 +88,21 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     n, su, ll = out if out is not None else _zeros(k_pad, d_pad, X.device)
     meta = launch_meta(cfg, k_pad, d_pad, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
-    P = program_count(n_tiles, X.device, cfg.programs_per_sm)
+    P = sum_bounded(program_count(n_tiles, X.device, cfg.programs_per_sm), n_tiles, cfg.sum_tiles)
     _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta)
     return n, su, ll
+
+
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
+    """Which kernel takes this sweep: "one_pass_ws" (kernels/one_pass_ws.py) where the config routes it there
+    (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
+    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel)."""
+    if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
+        from kernels import one_pass_ws  # Gluon: Hopper only
+
+        if one_pass_ws.refusal(X, W, precision) is None:
+            return "one_pass_ws"
+    return "one_pass"
 
 
 def shared_memory_floor(k_pad: int, d_pad: int, precision: str) -> int:

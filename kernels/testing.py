@@ -42,3 +42,80 @@ def kernel_statistics(algorithm, X, weights, means, variances, precision, cfg=No
     n, su, ll = estep_statistics(X, *t, ws, algorithm, precision, cfg or LaunchConfig(block_n=32, block_k=16))
     n, su, d_pad = n.cpu().numpy(), su.cpu().numpy(), ws.d_pad
     return n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], float(ll.cpu()[0]), (n[K:], su[K:])
+
+
+PER_TILE_SLICE_ROWS = 1 << 20  # Algorithm 3's per-tile reference in row slices: <= 32768 splits (gridDim.y <= 65535)
+
+
+class LiftedStatistics:
+    """One problem's lift about ``center`` (and Algorithm 3's normalizer, pass 1), and its statistics by the
+    statistics kernel under any launch config: what the accumulation's error is measured on.
+
+    :meth:`per_tile` runs the same kernel with ``sum_tiles = 1``: every row tile committed on its own in
+    float64, the same responsibilities bit for bit, so against it only the accumulation across tiles differs;
+    :attr:`float64` is kernels.estep.float64_statistics of the same lift and normalizer (the score's own
+    rounding included)."""
+
+    def __init__(self, X, params, center, algorithm: str, cfg: LaunchConfig):
+        from kernels.estep import float64_statistics
+        from kernels.lift_kernel import lift_into
+        from kernels.two_pass import normalizer_pass
+
+        self.X, self.algorithm, self.cfg = X, algorithm, cfg
+        self.K = params[1].shape[0]
+        self.ws = ws = Workspace(X, self.K, algorithm)
+        ws.set_center(center)
+        lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+        if algorithm == "two_pass":
+            normalizer_pass(X, ws.center, ws.W, ws.b, self.K, cfg, "tf32x3", ws.L, ws.ll)
+        self.float64 = float64_statistics(X, ws.center, ws.W, ws.b, self.K, ws.L)
+        self._per_tile = {}  # per kernel config: computed by the first errors() that needs it
+
+    def kernel(self, cfg: LaunchConfig | None = None, rows=slice(None)) -> str:
+        """The statistics kernel ``cfg`` (default: this problem's) runs on the rows ``rows``
+        (kernels.em.statistics_kernel)."""
+        from kernels.em import statistics_kernel
+
+        return statistics_kernel(self.X[rows], self.ws, self.algorithm, "tf32x3", cfg or self.cfg)
+
+    def __call__(self, cfg: LaunchConfig | None = None, rows=slice(None), clear: bool = True):
+        """float64 n (K,), s, u (K, d) of the rows ``rows`` by the statistics kernel under ``cfg``."""
+        from kernels.one_pass import one_pass_statistics
+        from kernels.two_pass import statistics_pass
+
+        cfg = cfg or self.cfg
+        ws, K, d = self.ws, self.K, self.X.shape[1]
+        if clear:
+            ws.n.zero_()
+            ws.su.zero_()
+        if self.algorithm == "one_pass":
+            one_pass_statistics(self.X[rows], ws.center, ws.W, ws.b, cfg, "tf32x3", out=(ws.n, ws.su, ws.ll))
+        else:
+            statistics_pass(self.X[rows], ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L[rows], ws.n, ws.su)
+        return ws.n[:K].clone(), ws.su[:K, :d].clone(), ws.su[:K, ws.d_pad : ws.d_pad + d].clone()
+
+    def per_tile(self, cfg: LaunchConfig | None = None):
+        """n, s, u by the same kernel committing every row tile alone (``sum_tiles = 1``)."""
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg or self.cfg, sum_tiles=1)
+        if self.algorithm == "one_pass":
+            return self(cfg)
+        N = self.X.shape[0]
+        for r0 in range(0, N, PER_TILE_SLICE_ROWS):
+            out = self(cfg, slice(r0, min(N, r0 + PER_TILE_SLICE_ROWS)), clear=r0 == 0)
+        return out
+
+    def errors(self, got, cfg: LaunchConfig | None = None) -> dict:
+        """Per-component errors of ``got`` = (n, s, u) by ``cfg``'s kernel (default: this problem's config)
+        against both references: {"per_tile": {n, s, u}, "float64": {n, s, u}} (kernels.estep.
+        per_component_errors; each kernel's per-tile statistics computed once)."""
+        import dataclasses
+
+        from kernels.estep import per_component_errors
+
+        key = dataclasses.replace(cfg or self.cfg, sum_tiles=1)
+        if key not in self._per_tile:
+            self._per_tile[key] = dict(zip("nsu", self.per_tile(key)))
+        return {"per_tile": per_component_errors(*got, {**self.float64, **self._per_tile[key]}),
+                "float64": per_component_errors(*got, self.float64)}

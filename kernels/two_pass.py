@@ -4,8 +4,9 @@ Pass 1 (row tiles on the grid) sweeps the component axis in BLOCK_K tiles with
 the online (m, lambda) merge and writes L = m + log(lambda) (N floats) and ell.
 Pass 2 puts component tiles on the grid, split over the rows: each program keeps
 one component tile's lifted parameters and accumulators on chip, recomputes the
-score of every row tile of its split, forms Gamma = exp(S - L) and commits its
-tile's statistics with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
+score of every row tile of its split, forms Gamma = exp(S - L), adds each row tile's
+statistics into float32 running sums (over at most LaunchConfig.sum_tiles tiles: the
+row splits grow to keep it so) and commits them with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
 
 Under tf32x3 both passes split each operand once into TF32 halves (kernels.tf32x3):
 the row tile once for both dots, W once per pass-2 program; pass 1 streams W^T
@@ -22,7 +23,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count, statistics_grid
+from kernels.launch import LaunchConfig, statistics_pass_grid
 from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
@@ -74,7 +75,9 @@ def _normalizer_kernel(
     tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0), sem="relaxed")
 
 
-@triton.jit
+# the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
+# (launch.sum_bounded), and one compile serves every N
+@triton.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, n_tiles, n_splits,
@@ -85,9 +88,9 @@ def _statistics_kernel(
     split = tl.program_id(1)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_acc, u_acc = statistics_accumulators(D_PAD, BLOCK_K, HALVES)
+    s_sum, u_sum = statistics_accumulators(D_PAD, BLOCK_K, HALVES)
     bias = tl.load(b + kk)
-    n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
+    n_sum = tl.zeros([BLOCK_K], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
@@ -95,11 +98,10 @@ def _statistics_kernel(
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
                          tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
-        n_acc += tl.sum(g, 0)
+        n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
-        s_acc, u_acc = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_acc, u_acc, PRECISION, HALVES)
-    tl.atomic_add(n_out + kk, n_acc.to(tl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
-    commit_statistics(su_out, kk, s_acc, u_acc, D_PAD, HALVES)
+        s_sum, u_sum = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION, HALVES)
+    commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD, HALVES)
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
@@ -129,17 +131,28 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
                                                            **meta)
 
 
-def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
-    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits."""
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
+    """Which kernel takes pass 2: "two_pass_ws" (kernels/two_pass_ws.py) where the config routes it there
+    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel)."""
     if cfg.warp_specialized_pass2 and precision == "tf32x3":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
         if two_pass_ws.refusal(X, W, cfg) is None:
-            return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
+            return "two_pass_ws"
+    return "two_pass"
+
+
+def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
+    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits
+    (:func:`kernels.launch.statistics_pass_grid`)."""
+    if kernel_name(X, W, cfg, precision) == "two_pass_ws":
+        from kernels import two_pass_ws  # Gluon: Hopper only
+
+        return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
     N, d = X.shape
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
-    k_tiles, n_splits = statistics_grid(K, meta["BLOCK_K"], program_count(n_tiles, X.device, cfg.programs_per_sm))
+    k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
 
 

@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import program_count, statistics_grid
+from kernels.launch import statistics_pass_grid
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
@@ -59,7 +59,8 @@ def _loader(x_desc, ring, ready, empty, first, n_tiles, stride):
 def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
-    [s | u]^T of this program's row tiles."""
+    [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
+    (the tile's statistics products into a fresh accumulator: issue 21, kernels/lift.py accumulate_statistics)."""
     LANES: gl.constexpr = 2 * D_PAD
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
@@ -82,7 +83,8 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     bias = gl.load(b + comps)[None, :]
     n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
-    su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)  # [s | u]^T
+    su_sum = gl.zeros([LANES, BLOCK_K], gl.float32, mma)  # [s | u]^T
+    zero_su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
     zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
 
     i = 0
@@ -119,6 +121,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
         fence_async_shared()
+        su = zero_su
         for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
             xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
             xl = gl.where(lane_ok, xt - c_t, 0.0)
@@ -127,17 +130,21 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
             xt_lo = xl - xt_hi
             g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
             g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
-            su = warpgroup_mma(xt_lo, g_hi_rows, su, is_async=True)
+            # a fresh accumulator per tile: use_acc=False on its first product
+            su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
             su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
             su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
             su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
+        su_sum += su
         fence_async_shared()  # this stage's loads before the loader's next TMA into it
         mbarrier.arrive(empty.index(stage), count=1)
         i += 1
-    return n_acc, su
+    return n_acc, su_sum
 
 
-@gluon.jit
+# the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
+# (launch.sum_bounded), and one compile serves every N
+@gluon.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel_ws(
     x_desc, center, W, b, L, n_out, su_out,
     N, d, n_tiles, n_splits,
@@ -197,7 +204,7 @@ def refusal(X, W, cfg) -> str | None:
 
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
-    n, [s | u] += the statistics of Gamma = exp(S - L)."""
+    n, [s | u] += the statistics of Gamma = exp(S - L), on :func:`kernels.launch.statistics_pass_grid`'s grid."""
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)
@@ -207,7 +214,7 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [block_n, d_pad], layout)
     n_tiles = triton.cdiv(N, block_n)
-    k_tiles, n_splits = statistics_grid(K, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
+    k_tiles, n_splits = statistics_pass_grid(K, block_k, n_tiles, X.device, cfg)
     # 4 + 4 warps (the loader's warpgroup); at 128 registers per thread two programs fit an SM and the
     # compute warpgroup gets what the loader does not take: (128 * 8 - 24 * 4) / 4 = 232 (sm_90 compile:
     # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
@@ -216,19 +223,3 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
                                                STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
                                                maxnreg=128)
 
-
-def float64_statistics(X, center, W, b, L, comps, chunk: int = 1 << 17):
-    """n, s, u of the components ``comps`` in float64 from the same lift (W, b) and normalizer L that the
-    kernels use, and sum_i Gamma |x - c| (the scale of s, whose terms cancel): what either pass 2 approximates."""
-    d = X.shape[1]
-    d_pad = W.shape[0] // 2
-    Wc = torch.cat([W[:d, comps], W[d_pad : d_pad + d, comps]]).double()
-    n, s, u, a = (torch.zeros(len(comps), *shape, dtype=torch.float64, device=X.device) for shape in ((), (d,), (d,), (d,)))
-    for r0 in range(0, X.shape[0], chunk):
-        xc = X[r0 : r0 + chunk].double() - center[:d].double()
-        g = torch.exp(torch.cat([xc, xc * xc], 1) @ Wc + b[comps].double() - L[r0 : r0 + chunk, None].double())
-        n += g.sum(0)
-        s += g.T @ xc
-        u += g.T @ (xc * xc)
-        a += g.T @ xc.abs()
-    return n, s, u, a

@@ -8,6 +8,8 @@ Each is a command-line entry point, ``python -m harness.studies.<name>``:
 - ``resources``: what the compiler makes of a launch configuration for sm_90 (no GPU needed);
 - ``kernel_profile``: device time per kernel of an arm's EM iteration (GPU);
 - ``ws_pass2``: the Triton pass 2 against the warp-specialized one (Hopper);
+- ``statistics_accumulation``: the statistics kernels as dispatched: per-component error, ms/iter, and the
+  Triton against the warp-specialized one pass by N (GPU);
 - ``streaming_bench``: host-to-device bandwidth, streamed and in-memory ms/iteration (GPU);
 - ``distributed_bench``: data-parallel EM on the seeded data, under ``torchrun`` (GPUs or gloo);
 - ``estimator_e2e``: ``GaussianMixture.fit`` end to end from a host array and a CUDA tensor, with its time split (GPU);

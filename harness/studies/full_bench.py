@@ -23,7 +23,6 @@ import argparse
 import csv
 import datetime
 import math
-import subprocess
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import torch
 import kernels
 import kernels.full as kf
 import kernels.tied as kt
+from harness import env
 from kernels.datasets import make_dataset, shared_init
 from kernels.full import config as full_config
 from kernels.full.config import FullConfig
@@ -169,14 +169,6 @@ def accuracy(covariance, dataflow, algorithm, precision, slab_dtype, X, params, 
             rel(got_cov, cov))
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def implied_rule(rows):
     """The thresholds of kernels/full/config.py the valid full-covariance rows imply (None where no row says)."""
     best = {}
@@ -221,7 +213,7 @@ def main(argv=None) -> None:
     path = a.out / "full_bench.csv"
     new = not path.exists()
     start = time.perf_counter()
-    common = {"date": datetime.date.today().isoformat(), "git_commit": git_commit(),
+    common = {"date": datetime.date.today().isoformat(), "git_commit": env.git_commit(),
               "device": torch.cuda.get_device_name()}
     rows = []
     with path.open("a", newline="") as f:

@@ -1,10 +1,12 @@
-"""GPU benchmark: k-means++ seeding and Lloyd's k-means, our torch ops against flash-kmeans and cuVS.
+"""GPU benchmark: k-means++ seeding and Lloyd's k-means, our fused kernels and torch ops against flash-kmeans and cuVS.
 
 The estimator's default initialization (``init_params="kmeans"``) is k-means++ seeding then
 Lloyd to convergence; issue 19 asks to measure a library made for this before keeping our
 own (:mod:`kernels.kmeans`). Candidates, each where it imports:
 
-* ``turbo``: :func:`kernels.kmeans.kmeans_plusplus` and :func:`kernels.kmeans.lloyd` (torch ops).
+* ``turbo_fused``: :func:`kernels.kmeans.kmeans_plusplus` and :func:`kernels.kmeans.lloyd` with
+  ``fused=True`` (the Triton kernels of :mod:`kernels.kmeans_assign`, the estimator's default on CUDA).
+* ``turbo_torch``: the same with ``fused=False`` (the torch ops the kernels replace).
 * ``flash_kmeans``: ``flash_kmeans.batch_kmeans_Euclid`` (Triton; PyPI ``flash-kmeans``), Lloyd
   only (it seeds uniformly at random), from our seeds; its stop rule is max center shift < tol.
 * ``cuvs``: ``cuvs.cluster.kmeans.fit`` (PyPI ``cuvs-cu13``, with pylibraft-cu13, rmm-cu13,
@@ -18,19 +20,24 @@ the k-means++ seeds; cuVS: KMeansPlusPlus with max_iter=1, seeding plus one iter
 scikit-learn's), ``own_fit`` (cuVS only: its own seeding and fit). Every row records the inertia
 of the returned centers on X (float64, the same evaluation for all) and the iterations.
 
+The seeds come from ``np.random.RandomState(0)`` (scikit-learn's draws): both of our paths
+must pick the same ones (the ``seeding`` row of ``turbo_torch`` says whether they did).
+
     python -m harness.studies.kmeans_init_bench --out results/h200/kmeans_init  [--sizes 1M,4M,20M]
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import time
 from pathlib import Path
 
 import torch
 
+from harness import env
 from kernels.datasets import make_dataset
+import numpy as np
+
 from kernels.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, SCORE_BLOCK_BYTES, kmeans_plusplus, lloyd
 
 SIZES = {"1M": 1_000_000, "4M": 4_000_000, "20M": 20_000_000}
@@ -88,14 +95,18 @@ def _cuvs():
     return cuvs_kmeans, None
 
 
-def _run_shape(X, K, center, var_mean, flash, cuvs_kmeans, emit):
-    seed_s, rows = _timed(lambda: kmeans_plusplus(X, K, torch.Generator(device=X.device).manual_seed(0), center))
-    seeds = X[rows].clone()
-    emit("turbo", K, "seeding", seed_s, 0, inertia(X, seeds, center))
-    t, (_, c, it) = _timed(lambda: lloyd(X, seeds, center, -1.0, max_iter=10))
-    emit("turbo", K, "lloyd_10", t, it, inertia(X, c, center))
-    t, (_, c, it) = _timed(lambda: lloyd(X, seeds, center, KMEANS_TOL * var_mean, KMEANS_MAX_ITER))
-    emit("turbo", K, "converged", t, it, inertia(X, c, center), "scikit-learn's rule")
+def _run_shape(X, K, center, var_mean, flash, cuvs_kmeans, emit, torch_converged=True):
+    seeds = None
+    for name, fused in (("turbo_fused", True), ("turbo_torch", False)):
+        seed_s, rows = _timed(lambda: kmeans_plusplus(X, K, np.random.RandomState(0), center, fused=fused))
+        same = "" if seeds is None else f"seeds equal turbo_fused's: {bool((X[rows] == seeds).all())}"
+        seeds = X[rows].clone() if seeds is None else seeds
+        emit(name, K, "seeding", seed_s, 0, inertia(X, X[rows], center), same)
+        t, (_, c, it) = _timed(lambda: lloyd(X, seeds, center, -1.0, max_iter=10, fused=fused))
+        emit(name, K, "lloyd_10", t, it, inertia(X, c, center))
+        if fused or torch_converged:
+            t, (_, c, it) = _timed(lambda: lloyd(X, seeds, center, KMEANS_TOL * var_mean, KMEANS_MAX_ITER, fused=fused))
+            emit(name, K, "converged", t, it, inertia(X, c, center), "scikit-learn's rule")
     if flash is not None:
         x3 = X[None]
         t, (_, c, it) = _timed(lambda: flash(x3, K, max_iters=10, tol=0.0, init_centroids=seeds[None].clone()))
@@ -126,13 +137,15 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m harness.studies.kmeans_init_bench")
     p.add_argument("--out", type=Path, required=True, help="folder for kmeans_init.csv (written row by row)")
     p.add_argument("--sizes", default="1M,4M,20M")
+    p.add_argument("--torch-converged-max-n", type=int, default=4_000_000,
+                   help="run the torch ops to convergence only up to this N (at 20M, K = 256 it took 23.8 s)")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("the k-means benchmark needs a CUDA GPU")
     torch.backends.cuda.matmul.allow_tf32 = False
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "kmeans_init.csv"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = env.git_commit()
     meta = dict(commit=commit, date=time.strftime("%Y-%m-%d"), device=torch.cuda.get_device_name())
     flash, flash_reason = _flash()
     cuvs_kmeans, cuvs_reason = _cuvs()
@@ -159,7 +172,8 @@ def main(argv=None) -> None:
                     f.flush()
                     print(f"{size} K={K:4d} {cand:13s} {what:10s} {seconds * 1e3:10.2f} ms  it={iterations:4d}  "
                           f"inertia/N={inert / X.shape[0]:.6f}  {note}", flush=True)
-                _run_shape(X, K, center, var_mean, flash, cuvs_kmeans, emit)
+                _run_shape(X, K, center, var_mean, flash, cuvs_kmeans, emit,
+                           torch_converged=X.shape[0] <= a.torch_converged_max_n)
             del X
             torch.cuda.empty_cache()
     print(f"wrote {path}")

@@ -1,6 +1,7 @@
 """What the compiler makes of a kernel configuration, without a GPU.
 
-Compiles Algorithm 2's and Algorithm 3's kernels for sm_90 (Hopper) with Triton's own
+Compiles Algorithm 2's and Algorithm 3's kernels (and the Gluon warp-specialized one pass and pass 2 where
+the launch config takes them) for sm_90 (Hopper) with Triton's own
 ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
 memory per program, how many programs fit on one multiprocessor by each of those limits,
 and the global atomics and memory barriers in the SASS. The register and shared-memory
@@ -49,6 +50,69 @@ def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     }
 
 
+def _ws_pass2(k_pad: int, cfg: LaunchConfig):
+    """Algorithm 3's warp-specialized pass 2 (Gluon, d_pad = 32) as kernels.two_pass_ws launches it: the
+    kernel, its signature (a TMA descriptor of X's 64 x 32 tiles) and its compile-time parameters."""
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    from triton.runtime.jit import mangle_type
+
+    from kernels import two_pass_ws
+
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    X = torch.empty(64, two_pass_ws.D_PAD)
+    desc = TensorDescriptor(X, list(X.shape), [two_pass_ws.D_PAD, 1], [64, two_pass_ws.D_PAD], layout)
+    sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
+           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32}
+    constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k, STAGES=two_pass_ws.STAGES,
+                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
+    source = GluonASTSource(two_pass_ws._statistics_kernel_ws, {**sig, **{k: "constexpr" for k in constexprs}},
+                            constexprs=constexprs)
+    return source, constexprs, {"num_warps": 4, "maxnreg": 128}
+
+
+def _ws_one_pass(k_pad: int, pingpong: bool = False):
+    """Algorithm 2 warp-specialized (Gluon, d_pad = 32) as kernels.one_pass_ws launches it: the kernel's source,
+    its compile-time parameters and launch options."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from kernels import one_pass_ws
+
+    meta = one_pass_ws.launch_meta(k_pad, pingpong)
+    constexprs = {k: v for k, v in meta.items() if k.isupper()}
+    desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.D_PAD}],{one_pass_ws.x_layout()!r}>"
+    sig = {"x_desc": desc, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
+           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **{k: "constexpr" for k in constexprs}}
+    source = GluonASTSource(one_pass_ws._one_pass_kernel_ws, sig, constexprs=constexprs)
+    return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
+
+
+def ws_one_pass_report(K: int, pingpong: bool = False) -> dict:
+    """The warp-specialized one pass's sm_90 compile at K (d_pad = 32): :func:`_usage` at its 12 warps, plus
+    what its schedule relies on -- setmaxnreg's register split, the planned shared memory, and the SASS counts
+    of the tensor-core products, their waits, and the spill loads and stores."""
+    from kernels import one_pass_ws
+
+    k_pad = pow2_at_least_16(K)
+    source, constexprs, options = _ws_one_pass(k_pad, pingpong)
+    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": one_pass_ws.D_PAD, "precision": "tf32x3", "num_warps": 12,
+           "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
+           "gamma_buffers": constexprs["GAMMA_BUFFERS"],
+           "shared_bytes_planned": one_pass_ws.shared_bytes(k_pad, constexprs["GAMMA_BUFFERS"], constexprs["STAGES"])}
+    try:
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    except Exception as e:  # a configuration that does not compile is a finding, not a crash
+        return {**row, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"}
+    sass = _sass(compiled)
+    schedule = Counter(re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|WARPGROUP\.ARRIVE|STL|LDL|MUFU\.EX2)\b", sass))
+    return {**row, **_usage(compiled, 12),
+            "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
+                                                compiled.asm["ptx"]))),
+            "sass_schedule": dict(sorted(schedule.items()))}
+
+
 def _cuobjdump() -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
@@ -61,8 +125,10 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
     for name, (fn, sig, meta) in _kernels(k_pad, d_pad, cfg, precision).items():
-        if not name.startswith(algorithm):
-            continue
+        if not name.startswith(algorithm) or (name == "two_pass.statistics" and cfg.warp_specialized_pass2
+                                               and precision == "tf32x3" and d_pad == 32):
+            continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there; the Triton one pass
+            # stays beside the warp-specialized one, which takes only N >= warp_specialized_one_pass_rows)
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
@@ -75,7 +141,26 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue
         rows.append({**row, **_usage(compiled, warps)})
+    if algorithm == "two_pass" and precision == "tf32x3" and cfg.warp_specialized_pass2 and d_pad == 32:
+        source, constexprs, options = _ws_pass2(k_pad, cfg)
+        row = {"kernel": "two_pass.statistics_ws", "K": K, "d": d, "precision": precision, "num_warps": 8,
+               "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"],
+               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+        try:  # registers: the launch's 128 a thread; setmaxnreg gives the compute warpgroup 232, the loader 24
+            rows.append({**row, **_usage(triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options), 8)})
+        except Exception as e:
+            rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+    if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass and d_pad == 32
+            and k_pad <= 128):
+        rows.append(ws_one_pass_report(K))
     return rows
+
+
+def _sass(compiled) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        return subprocess.run([str(_cuobjdump()), "-sass", f.name], capture_output=True, text=True, check=True).stdout
 
 
 def _usage(compiled, warps: int) -> dict:

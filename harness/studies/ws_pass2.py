@@ -5,7 +5,7 @@
 For each shape the dispatch rule's launch config runs pass 2 with and without
 ``warp_specialized_pass2`` (kernels/two_pass_ws.py), and the warp-specialized one also at
 2 programs per SM: ms (best of 10 launches by CUDA events) and each one's worst
-per-component error against float64 statistics (:func:`kernels.two_pass_ws.float64_statistics`)
+per-component error against float64 statistics (:func:`kernels.estep.float64_statistics`)
 of the first, a middle and the last component tile; one JSON line per shape.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from kernels.dispatch import launch_config
 from kernels.em import Workspace, data_center
 from kernels.lift_kernel import lift_into
 from kernels.two_pass import normalizer_pass, statistics_pass
-from kernels.two_pass_ws import D_PAD, float64_statistics, statistics_pass_ws
+from kernels.estep import float64_statistics
+from kernels.two_pass_ws import D_PAD, statistics_pass_ws
 
 DEFAULT_SHAPES = ["1M_512_32", "1M_1024_32", "1M_4096_32"]
 
@@ -39,7 +40,8 @@ def compare(name: str) -> dict:
     lift_into(*params, ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
     normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
     comps = torch.cat([torch.arange(0, 64), torch.arange(K // 2, K // 2 + 64), torch.arange(K - 64, K)]).cuda()
-    n64, s64, u64, a64 = float64_statistics(X, ws.center, ws.W, ws.b, ws.L, comps)
+    ref64 = float64_statistics(X, ws.center, ws.W, ws.b, K, ws.L, comps)
+    n64, s64, u64, a64 = (ref64[k] for k in ("n", "s", "u", "s_scale"))
     row = {"shape": name, "programs_per_sm": cfg.programs_per_sm, "n_min": float(n64.min())}
     triton_cfg = dataclasses.replace(cfg, warp_specialized_pass2=0)
     runs = {"triton": lambda: statistics_pass(X, ws.center, ws.W, ws.b, K, triton_cfg, "tf32x3", ws.L, ws.n,

@@ -148,6 +148,8 @@ def test_graphed_fit_checks_the_parameters_inside_the_graph():
                     (eager.weights, eager.means, eager.variances, eager.log_likelihoods)):
         np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-6, atol=1e-9)
     assert graphed.n_floored == eager.n_floored
+    assert graphed.log_likelihoods_host == graphed.log_likelihoods.tolist()  # read with the status, in one copy
+    assert eager.log_likelihoods_host is None
     kept = as_np(graphed.means).copy()
     kernels.fit(X, (w, m + 1.0, v), 4)
     np.testing.assert_array_equal(as_np(graphed.means), kept)

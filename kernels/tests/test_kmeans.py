@@ -1,17 +1,30 @@
-"""kernels.kmeans (k-means++ seeding, Lloyd) in torch ops on CPU tensors, against scikit-learn.
+"""kernels.kmeans (k-means++ seeding, Lloyd) on CPU tensors, against scikit-learn.
 
-The device code path runs here on CPU tensors: the same torch ops the GPU runs. Lloyd from
-the same initial centers must reproduce scikit-learn's iterations (labels, centers, count);
-the seeded k-means draws from torch's generator, so against scikit-learn's own draws the
-labels agree up to permutation on well-separated data."""
+Both implementations run here: the torch ops (``fused=False``, any dtype) and the fused
+kernels of kernels.kmeans_assign (``fused=True``, float32, in Triton's interpreter under
+TRITON_INTERPRET=1). Lloyd from the same initial centers must reproduce scikit-learn's
+iterations (labels, centers, count); k-means++ draws from the same NumPy RandomState as
+scikit-learn, so it must pick scikit-learn's seeds."""
+import os
+
 import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
-from sklearn.metrics import adjusted_rand_score
+from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 
 from kernels.datasets import make_dataset
-from kernels.kmeans import centered_sq_norms, kmeans, kmeans_plusplus, lloyd, n_local_trials, sq_distances
+from kernels.kmeans import (centered_sq_norms, first_seed, kmeans, kmeans_plusplus, lloyd, n_local_trials,
+                            sq_distances)
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+needs_interpreter = pytest.mark.skipif(not INTERPRETED and not torch.cuda.is_available(),
+                                       reason="the fused kernels need CUDA or TRITON_INTERPRET=1")
+IMPLEMENTATIONS = [pytest.param(False, id="torch_ops"), pytest.param(True, id="fused", marks=needs_interpreter)]
+
+
+def _device():
+    return "cuda" if torch.cuda.is_available() and not INTERPRETED else "cpu"
 
 
 def separated(N=3001, K=7, d=5, offset=50.0, seed=0):
@@ -42,11 +55,43 @@ def test_distances_about_the_center_keep_the_spread_of_offset_data():
     assert got[3, 0] == 0.0 and (got >= 0).all()
 
 
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
+@pytest.mark.parametrize("seed, shape", [(0, (3001, 7, 5)), (1, (2000, 12, 3)), (2, (517, 30, 9)),
+                                         (3, (4096, 3, 40))])
+def test_kmeans_plusplus_picks_scikit_learns_seeds(seed, shape, fused):
+    """Same RandomState, same points: the indices of sklearn.cluster.kmeans_plusplus, in order.
+    The fused kernels take float32 X; scikit-learn gets the same values as float64."""
+    N, K, d = shape
+    X, _ = separated(N=N, K=max(3, K // 3), d=d, seed=seed)
+    X = X if fused else X.astype(np.float64)
+    _, want = sk_kmeans_plusplus(X.astype(np.float64), K, random_state=seed)
+    rows = kmeans_plusplus(torch.from_numpy(X).to(_device()), K, np.random.RandomState(seed),
+                           _center(X).to(_device()), fused=fused)
+    assert rows.dtype == torch.int64 and rows.shape == (K,)
+    np.testing.assert_array_equal(rows.cpu().numpy(), want)
+
+
+def test_first_seed_is_numpys_choice_with_uniform_weights():
+    """floor(u N) away from the cumulative sum's rounding, NumPy's own cumsum at the boundaries."""
+    for N, dtype in ((7, np.float64), (1000, np.float32), (3, np.float32)):
+        for seed in range(50):
+            u = np.random.RandomState(seed).random_sample()
+            want = np.random.RandomState(seed).choice(N, p=np.ones(N, dtype) / np.ones(N, dtype).sum())
+            assert first_seed(N, u, dtype) == want
+        w = np.ones(N, dtype)
+        cdf = np.cumsum((w / w.sum()).astype(np.float64))
+        cdf /= cdf[-1]
+        for u in np.nextafter(cdf[:-1], -1.0):  # just below each boundary, then on it
+            assert first_seed(N, u, dtype) == cdf.searchsorted(u, side="right")
+        for u in cdf[:-1]:
+            assert first_seed(N, u, dtype) == cdf.searchsorted(u, side="right")
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_kmeans_plusplus_seeds_one_row_per_separated_cluster(seed):
     X, y = separated(seed=seed)
     Xt = torch.from_numpy(X)
-    rows = kmeans_plusplus(Xt, 7, torch.Generator().manual_seed(seed), _center(X))
+    rows = kmeans_plusplus(Xt, 7, np.random.RandomState(seed), _center(X), fused=False)
     assert rows.dtype == torch.int64 and rows.shape == (7,)
     assert sorted(y[rows.numpy()]) == list(range(7))  # D^2 sampling on separated data: every cluster once
 
@@ -60,49 +105,87 @@ def test_kmeans_plusplus_draws_proportional_to_squared_distance():
     c = X.double().mean(0)
     picks = []
     for s in range(400):
-        g = torch.Generator().manual_seed(s)
-        rows = kmeans_plusplus(X, 2, g, c)
+        rows = kmeans_plusplus(X, 2, np.random.RandomState(s), c, fused=False)
         picks.append(tuple(rows.tolist()))
     second_far = np.mean([p[1] == 2 for p in picks if p[0] == 0])
     assert 0.95 <= second_far <= 1.0
     assert {p[0] for p in picks} == {0, 1, 2}
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_lloyd_from_the_same_centers_is_scikit_learns(dtype):
+@pytest.mark.parametrize("dtype, fused, precision", [
+    (np.float64, False, "tf32x3"), (np.float32, False, "tf32x3"),
+    pytest.param(np.float32, True, "tf32x3", marks=needs_interpreter, id="float32-fused-tf32x3"),
+    pytest.param(np.float32, True, "ieee", marks=needs_interpreter, id="float32-fused-ieee")])
+def test_lloyd_from_the_same_centers_is_scikit_learns(dtype, fused, precision):
     """10 centers on 3 overlapping clusters (many iterations): same labels, centers and iteration
     count as KMeans(init=centers, n_init=1), whose tol is relative to the mean column variance."""
     X = make_dataset(2000, 3, 4, seed=2).X.numpy().astype(dtype) + 7.0
     init = X[np.random.default_rng(0).choice(2000, 10, replace=False)]
     km = KMeans(10, init=init, n_init=1, tol=1e-4).fit(X)
-    Xt = torch.from_numpy(X)
+    dev = _device() if fused else "cpu"
     tol = 1e-4 * float(X.astype(np.float64).var(0).mean())
-    labels, centers, n_iter = lloyd(Xt, torch.from_numpy(init), _center(X), tol)
+    labels, centers, n_iter = lloyd(torch.from_numpy(X).to(dev), torch.from_numpy(init).to(dev), _center(X).to(dev),
+                                    tol, fused=fused, precision=precision)
+    labels, centers = labels.cpu(), centers.cpu()
     assert km.n_iter_ > 5 and n_iter == km.n_iter_
     assert (labels.numpy() == km.labels_).mean() > 0.999
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-4 if dtype == np.float32 else 1e-9)
 
 
-def test_lloyd_relocates_an_empty_cluster_as_scikit_learn_does():
+@needs_interpreter
+def test_fused_lloyd_sums_are_the_float64_sums_of_its_labels():
+    """One fused assignment at K = 70 (two center tiles, padded), N not a multiple of the row tile:
+    the labels are the float64 argmin wherever the two nearest centers are not float32-close, and
+    the sums and counts are those of the labels it wrote, to float32 rounding of each row."""
+    from kernels.kmeans_assign import Assigner
+    X, _ = separated(N=1999, K=9, d=11, seed=4)
+    Xt, c = torch.from_numpy(X).to(_device()), _center(X).to(_device())
+    centers = Xt[torch.from_numpy(np.random.default_rng(1).choice(1999, 70, replace=False)).to(_device())].double()
+    labels = torch.full((1999,), -1, dtype=torch.int64, device=_device())
+    sums, counts, changed = Assigner(Xt, c, 70)(centers, labels)
+    lab = labels.cpu().numpy()
+    d2 = ((X.astype(np.float64)[:, None] - centers.cpu().numpy()[None]) ** 2).sum(-1)
+    two = np.sort(d2, 1)[:, :2]
+    clear = two[:, 1] - two[:, 0] > 1e-5 * two[:, 1]
+    assert clear.mean() > 0.99 and (lab[clear] == d2.argmin(1)[clear]).all()
+    assert int(changed) == 1999
+    np.testing.assert_array_equal(counts.cpu().numpy(), np.bincount(lab, minlength=70))
+    want = np.zeros((70, 11))
+    np.add.at(want, lab, X.astype(np.float64))
+    np.testing.assert_allclose(sums.cpu().numpy(), want, rtol=0, atol=1e-6 * np.abs(X).max() * np.bincount(lab).max())
+    _, _, again = Assigner(Xt, c, 70)(centers, labels, update=False)
+    assert int(again) == 0
+
+
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
+def test_lloyd_relocates_an_empty_cluster_as_scikit_learn_does(fused):
     """One initial center far from all data gets no point: it takes the point farthest from its center."""
     X, _ = separated(N=1023, K=4, d=3, offset=0.0, seed=5)
-    X = X.astype(np.float64)
-    init = np.vstack([X[[0, 300, 600]], np.full((1, 3), 1e4)])
-    km = KMeans(4, init=init, n_init=1).fit(X)
-    labels, centers, n_iter = lloyd(torch.from_numpy(X), torch.from_numpy(init), _center(X),
-                                    1e-4 * float(X.var(0).mean()))
+    X = X if fused else X.astype(np.float64)
+    init = np.vstack([X[[0, 300, 600]], np.full((1, 3), 1e4, X.dtype)])
+    km = KMeans(4, init=init.astype(np.float64), n_init=1).fit(X.astype(np.float64))
+    dev = _device() if fused else "cpu"
+    labels, centers, n_iter = lloyd(torch.from_numpy(X).to(dev), torch.from_numpy(init).to(dev), _center(X).to(dev),
+                                    1e-4 * float(X.astype(np.float64).var(0).mean()), fused=fused)
+    labels, centers = labels.cpu(), centers.cpu()
     assert (labels.numpy() == km.labels_).all() and n_iter == km.n_iter_
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-9)
     assert (np.bincount(labels.numpy(), minlength=4) > 0).all()
 
 
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
 @pytest.mark.parametrize("seed", range(3))
-def test_kmeans_labels_agree_with_scikit_learns_up_to_permutation(seed):
-    X, y = separated(seed=seed)
-    Xt = torch.from_numpy(X)
-    labels, centers, _ = kmeans(Xt, 7, torch.Generator().manual_seed(seed), _center(X),
-                                float(X.astype(np.float64).var(0).mean()))
-    km = KMeans(7, n_init=1, random_state=seed).fit(X)
-    assert adjusted_rand_score(km.labels_, labels.numpy()) >= 0.99
-    assert adjusted_rand_score(y, labels.numpy()) >= 0.99
-    assert centers.shape == (7, 5) and centers.dtype == torch.float64
+def test_kmeans_is_scikit_learns_kmeans_with_the_same_random_state(seed, fused):
+    """KMeans(K, n_init=1, random_state=seed): the same seeds, then the same Lloyd iterations,
+    so the same labels (not up to permutation), iteration count and centers."""
+    X, _ = separated(N=2500, K=5, d=4, seed=seed)
+    X = X if fused else X.astype(np.float64)
+    dev = _device() if fused else "cpu"
+    labels, centers, n_iter = kmeans(torch.from_numpy(X).to(dev), 9, np.random.RandomState(seed), _center(X).to(dev),
+                                     float(X.astype(np.float64).var(0).mean()), fused=fused)
+    labels, centers = labels.cpu(), centers.cpu()
+    km = KMeans(9, n_init=1, random_state=seed).fit(X.astype(np.float64))
+    assert n_iter == km.n_iter_ and km.n_iter_ > 1
+    assert (labels.numpy() == km.labels_).mean() > 0.999
+    np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-4 if fused else 1e-9)
+    assert centers.shape == (9, 4) and centers.dtype == torch.float64

@@ -28,5 +28,20 @@ def test_relative_errors_see_a_wrong_statistic():
     X = np.ones((10, 2))
     good = (np.full(1, 10.0), np.full((1, 2), 10.0), np.full((1, 2), 10.0), -5.0)
     bad = (good[0], good[1], good[2] * 1.01, -5.0)
-    e = exactness.relative_errors(bad, good, X)
+    scales = exactness.statistic_scales(X, np.ones(1), np.ones((1, 2)), np.ones((1, 2)))
+    e = exactness.relative_errors(bad, good, scales)
     assert e["max_rel_err_u"] == pytest.approx(0.01) and e["max_rel_err_n"] == 0.0
+
+
+def test_relative_errors_are_per_component():
+    """A 1e-4 relative error in u of a component holding ~1e-3 of the mass: the battery reads 1e-4; N max|x|^2,
+    its scale before issue 21, read 2e-8."""
+    X, w, m, v = exactness.problem(400, 3, 2, seed=1)
+    Xn = X.cpu().numpy()
+    w = np.array([0.4995, 0.4995, 0.001])
+    want = exactness.ref.estep(Xn, w, m, v)
+    got = (want[0], want[1], want[2].copy(), want[3])
+    got[2][2] *= 1 + 1e-4
+    e = exactness.relative_errors(got, want, exactness.statistic_scales(Xn, w, m, v))
+    assert e["max_rel_err_u"] == pytest.approx(1e-4, rel=1e-6) and e["max_rel_err_n"] == 0.0
+    assert float(np.abs(got[2] - want[2]).max()) / (400 * float(np.abs(Xn).max()) ** 2) < 1e-7

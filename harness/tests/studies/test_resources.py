@@ -23,9 +23,11 @@ def report_rows(*args: str) -> list[dict]:
 
 @pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
 def test_sm90_compile_report_and_relaxed_commits(algorithm):
-    rows = report_rows("--K", "32", "--d", "32", "--algorithm", algorithm,
-                       "--config", "block_n=64,block_k=32,num_warps=4,num_stages=2")
-    configured = rows[len(rows) // 2:]  # the default launch config's rows come first, then --config's
+    shape = ("--K", "32", "--d", "32", "--algorithm", algorithm)
+    default = report_rows(*shape)  # at d = 32 Algorithm 2's default has the warp-specialized kernel's row too
+    rows = report_rows(*shape, "--config", "block_n=64,block_k=32,num_warps=4,num_stages=2")
+    assert rows[: len(default)] == default
+    configured = rows[len(default):]  # the default launch config's rows come first, then --config's
     assert [r["kernel"].split(".")[0] for r in configured] == [algorithm] * (1 if algorithm == "one_pass" else 2)
     for r in rows:
         assert "error" not in r, r
@@ -50,7 +52,30 @@ def test_register_cap_reaches_the_compiler():
     many registers (it takes 240-255 uncapped at this shape), so more programs fit on a multiprocessor."""
     uncapped, capped = report_rows("--K", "32", "--d", "32", "--algorithm", "one_pass",
                                    "--config", "block_n=64,num_warps=4,num_stages=2",
-                                   "--config", "block_n=64,num_warps=4,num_stages=2,max_registers=128")[1:]
+                                   "--config", "block_n=64,num_warps=4,num_stages=2,max_registers=128")[-2:]
     assert uncapped["max_registers"] is None and uncapped["registers"] > 128
     assert capped["max_registers"] == 128 and capped["registers"] <= 128
     assert capped["programs_by_registers"] >= 4 > uncapped["programs_by_registers"]
+
+
+def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
+    """Offline sm_90 compile of the default launch config at d = 32, K_pad 16..128: the Triton one pass and the
+    warp-specialized one beside it; per consumer and tile the score's 24 HGMMA (six K = 32 products) and the
+    statistics' 24 (three K = 64) under one wait each (4 WARPGROUP.DEPBAR for the two consumers), the consumers
+    at 240 registers and the loader at 24 by setmaxnreg, no stack at K_pad <= 32, shared memory as planned and
+    under the H200's limit, and float64 reductions for the commits."""
+    from kernels.one_pass_ws import SHARED_LIMIT
+
+    for K in (16, 32, 64, 128):
+        rows = {r["kernel"]: r for r in report_rows("--K", str(K), "--d", "32", "--algorithm", "one_pass")}
+        assert sorted(rows) == ["one_pass", "one_pass.statistics_ws"], rows
+        r = rows["one_pass.statistics_ws"]
+        assert "error" not in r, r
+        assert r["sass_schedule"]["HGMMA"] == 96 and r["sass_schedule"]["WARPGROUP.DEPBAR"] == 4, r["sass_schedule"]
+        assert ["dec", "24"] in r["setmaxnreg"] and ["inc", "240"] in r["setmaxnreg"], r["setmaxnreg"]
+        assert r["shared_bytes"] <= SHARED_LIMIT and r["registers"] <= 168
+        assert r["shared_bytes"] >= r["shared_bytes_planned"]
+        assert any(op.startswith("REDG.E.ADD.F64") for op in r["sass_atomics_and_barriers"]), r
+        if K <= 32:
+            assert r["stack_bytes"] == 0, r
+

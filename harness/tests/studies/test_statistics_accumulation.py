@@ -1,0 +1,44 @@
+"""harness.studies.statistics_accumulation on the CPU (no kernel runs): its warm-up compile matches the full
+size's specializations, its roofline is issue 23's, and its "before" column reads the committed run."""
+import pytest
+import triton
+
+from harness.studies import statistics_accumulation as study
+from harness.studies.measure import parse_shape
+
+
+def test_the_studys_warm_size_specializes_the_kernel_arguments_as_the_full_size():
+    """The study compiles each shape's kernels at a small N first (in parallel); that fills Triton's cache only
+    if every specialized integer argument falls in the same class (== 1, divisible by 16, neither) as at the
+    full N (the grids' sizes are not specialized on: kernels/one_pass.py, two_pass.py)."""
+
+    def classes(N):
+        counts = [N] + [triton.cdiv(N, rows) for rows in (32, 64, 256)]
+        return [(c == 1, c % 16 == 0) for c in counts]
+
+    for shape in study.ACCURACY_SHAPES + study.TIMING_SHAPES:
+        N = parse_shape(shape)[0]
+        warm = study.warm_rows(N)
+        assert warm < 200_000 and classes(warm) == classes(N), shape
+
+
+@pytest.mark.parametrize("shape,want_ms", [((20_000_000, 32, 32), 1.24), ((4_000_000, 32, 32), 0.25),
+                                           ((1_000_000, 32, 32), 0.062), ((1_000_000, 128, 32), 0.25),
+                                           ((4_000_000, 16, 128), 0.50)])
+def test_roofline_matches_the_issue_table(shape, want_ms):
+    """Issue 23's column "tf32x3 roofline on useful FLOP (8NKd x 3 at 396 TFLOP/s)", as rounded there."""
+    assert study.roofline_ms(*shape) == pytest.approx(want_ms, rel=0.03)
+
+
+def test_roofline_takes_the_read_of_x_where_that_is_longer():
+    N, K, d = 20_000_000, 2, 32
+    assert study.roofline_ms(N, K, d) == pytest.approx(N * d * 4 / 4.3e12 * 1e3)
+    assert study.roofline_ms(N, K, d) > 8.0 * N * K * d * 3 / 396e12 * 1e3
+
+
+def test_before_is_the_committed_runs_program_accumulation():
+    """The committed 2026-12-01 run (1882514) measured the tensor cores' accumulation at 4.1347 ms/iter at
+    20M_32_32 and 18.5486 at 1M_4096_32; shapes it did not time have no "before"."""
+    assert study.before_ms("20M_32_32") == pytest.approx(4.1347)
+    assert study.before_ms("1M_4096_32") == pytest.approx(18.5486)
+    assert study.before_ms("1M_128_32") is None

@@ -1,0 +1,323 @@
+"""Algorithm 2, warp-specialized (Gluon, Hopper only, d_pad = 32, K_pad <= 128, tf32x3).
+
+What bounds the Triton one-pass kernel at d_pad = 32 (kernels/README.md, issue 23): 255 registers, so
+2 programs x 4 warps per SM, and each TF32 product followed by its own wait, so the tensor cores idle
+while the exponentials run. Here one persistent program per SM holds the lifted parameters W (split into
+TF32 halves) in shared memory for the whole sweep and splits its rows over three partitions:
+
+- a one-warp TMA loader streams the program's 64-row tiles of X into a ring in shared memory, each tile
+  twice (the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed: a
+  permuted and reshaped view of the two copies, as in kernels/two_pass_ws.py);
+- two consumer warpgroups take the ring's tiles in turn. Each loads the score's and the statistics'
+  A operands straight from the ring into wgmma's register layout, issues the score's six TF32
+  products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
+  Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
+  accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products
+  never accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized
+  so that no consumer's sums add more than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
+- ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
+  measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed between the two consumers through a pair
+  of mbarriers orders their tensor-core phases, score(t), score(t+1), statistics(t), statistics(t+1), ...:
+  a consumer waits for the token, issues its products, passes the token on and only then waits for
+  its products, so one warpgroup's exponentials run while the other's products occupy the tensor cores.
+
+Registers by setmaxnreg: 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168 per thread fill
+the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One float64 atomic commit
+per consumer. The score's six products are taken in the Triton kernel's order over the 64 lifted lanes
+(every lo.hi, then every hi.lo, then every hi.hi), so S is summed as kernels/one_pass.py sums it.
+
+Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
+4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
+Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
+--algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at
+K_pad <= 32, 16 B at 64, 248 B at 128 (224 B with the ping-pong token; ptxas spills loop-invariant wgmma
+descriptors next to the 192 registers of running sums, score and A operands). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
+Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
+0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels.launch import SUM_TILES, sm_count, sum_bounded
+from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
+
+D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
+BLOCK_N = 64  # rows per tile: wgmma's M for the score
+K_PADS = (16, 32, 64, 128)  # the component widths it takes (W, Gamma and the accumulators on chip)
+CONSUMERS = 2
+LOADER_REGISTERS = 24
+CONSUMER_REGISTERS = 240  # (168 * 12 - 24 * 4) / 8: what the loader's warpgroup leaves to the two consumers
+LAUNCH_REGISTERS = 168  # 12 warps x 32 threads x 168 <= 65536: one program per SM
+SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
+MAX_STAGES = 4
+SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
+
+
+@gluon.jit
+def _tf32_high(x):
+    return ((x.to(gl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _load(x_desc, ring, ready, empty, first, n_tiles, stride):
+    """Loader partition: each of this program's row tiles, twice, into the next free stage of the ring."""
+    stages: gl.constexpr = ring.type.shape[0]
+    block_n: gl.constexpr = x_desc.block_type.shape[0]  # a stage holds the tile twice: (2 * block_n, D_PAD)
+    i = 0
+    for tile in range(first, n_tiles, stride):
+        stage = i % stages
+        mbarrier.wait(empty.index(stage), ((i // stages) & 1) ^ 1)  # a fresh barrier passes phase 1
+        mbarrier.expect(ready.index(stage), 2 * x_desc.block_type.nbytes)
+        for copy in gl.static_range(2):
+            tma.async_copy_global_to_shared(x_desc, [tile * block_n, 0], ready.index(stage),
+                                            ring.index(stage).slice(copy * block_n, block_n))
+        i += 1
+
+
+@gluon.jit
+def _take_turn(turn, turns, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    """Wait for this consumer's token (the first wait of consumer 0 passes on the fresh barrier)."""
+    if PINGPONG:
+        mbarrier.wait(turn.index(CONSUMER), (turns + CONSUMER + 1) & 1)
+    return turns + 1
+
+
+@gluon.jit
+def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
+
+
+@gluon.jit
+def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N, d, n_tiles, first,
+             stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
+             PINGPONG: gl.constexpr):
+    """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
+    n, [s | u] and ell."""
+    LANES: gl.constexpr = 2 * D_PAD
+    gl.static_assert(LANES == BLOCK_N, "the score's and the statistics' accumulators share one shape")
+    stages: gl.constexpr = ring.type.shape[0]
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
+    wh_lin = w_smem.index(0).permute((1, 0))  # (D_PAD, K_PAD) views of W^T's halves: the score's B operands
+    wl_lin = w_smem.index(1).permute((1, 0))
+    wh_sq = w_smem.index(2).permute((1, 0))
+    wl_sq = w_smem.index(3).permute((1, 0))
+    SHARED_GAMMA: gl.constexpr = g_smem.type.shape[0] == 2  # one Gamma buffer for both consumers, in turn
+    if SHARED_GAMMA:
+        gh_smem = g_smem.index(0)
+        gl_smem = g_smem.index(1)
+    else:
+        gh_smem = g_smem.index(2 * CONSUMER)  # this consumer's Gamma halves: the statistics' B operands
+        gl_smem = g_smem.index(2 * CONSUMER + 1)
+
+    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
+    c = gl.load(center + cols)[None, :]  # zero past d (Workspace.center is d_pad long)
+    col_ok = (cols < d)[None, :]
+    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
+    c_t = gl.load(center + lanes % D_PAD)[:, None]
+    lane_ok = ((lanes % D_PAD) < d)[:, None]
+    squared = (lanes >= D_PAD)[:, None]
+    comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
+    zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
+    # n one component per thread (a tile's column sums arrive replicated over the warpgroup's rows, K_PAD / 4
+    # registers a thread: 32 at K_PAD = 128, which the running sums cannot spare)
+    per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    n_comps = gl.arange(0, K_PAD, layout=per_thread)
+    n_run = gl.zeros([K_PAD], gl.float32, per_thread)
+    su_run = gl.zeros([LANES, K_PAD], gl.float32, mma)  # [s | u]^T
+    ll_run = gl.zeros([BLOCK_N], gl.float64, gl.SliceLayout(1, mma))
+
+    program_tiles = (n_tiles - first + stride - 1) // stride
+    turns = 0
+    gamma_turns = 0
+    for j in range(CONSUMER, program_tiles, 2):
+        stage = j % stages
+        rows = (first + j * stride) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
+        row_ok = rows < N
+        mbarrier.wait(ready.index(stage), (j // stages) & 1)
+        both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d (TMA's fill)
+        lin = gl.where(col_ok, both.slice(0, BLOCK_N).load(a_op) - c, 0.0)
+        sq = lin * lin
+        lin_hi = _tf32_high(lin)
+        lin_lo = lin - lin_hi
+        sq_hi = _tf32_high(sq)
+        sq_lo = sq - sq_hi
+
+        turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+        # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the Triton kernel scores
+        s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
+        s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
+        s = warpgroup_mma(sq_hi, wl_sq, s, is_async=True)
+        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
+        s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
+        _pass_turn(turn, CONSUMER, PINGPONG)
+        s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+
+        s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]  # per tile: held, it took K_PAD / 4 registers
+        m = gl.max(s, 1)
+        p = gl.exp(s - m[:, None])
+        lam = gl.sum(p, 1)
+        g = p * gl.where(row_ok, 1.0 / lam, 0.0)[:, None]
+        n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
+        ll_run += gl.where(row_ok, m + gl.log(lam), 0.0).to(gl.float64)
+        g_hi = _tf32_high(g)
+        if SHARED_GAMMA:  # the other consumer's statistics products have read the buffer
+            gamma_turns = _take_turn(gamma_free, gamma_turns, CONSUMER, True)
+        gh_smem.store(g_hi)
+        gl_smem.store(g - g_hi)
+
+        lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
+        xt = gl.where(lane_ok, lifted_t.load(a_op) - c_t, 0.0)  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
+        xt = gl.where(squared, xt * xt, xt)
+        xt_hi = _tf32_high(xt)
+        xt_lo = xt - xt_hi
+        fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
+        mbarrier.arrive(empty.index(stage), count=1)  # both A operands are in registers: the stage is free
+
+        turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+        su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (LANES, K_PAD): LANES == BLOCK_N
+        su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
+        su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+        _pass_turn(turn, CONSUMER, PINGPONG)
+        su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+        _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
+        su_run += su
+
+    if PINGPONG and CONSUMER == 1:
+        if program_tiles % 2 == 1:  # consumer 0 has one tile more: its last statistics phase waits for a token
+            turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            _pass_turn(turn, CONSUMER, PINGPONG)
+
+    gl.atomic_add(n_out + n_comps, n_run.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
+    su_lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, mma))
+    gl.atomic_add(su_out + comps[None, :] * LANES + su_lanes[:, None], su_run.to(gl.float64), sem="relaxed")
+    gl.atomic_add(ll_out, gl.sum(ll_run, 0), sem="relaxed")
+
+
+@gluon.jit
+def _one_pass_kernel_ws(
+    x_desc, center, W, b, n_out, su_out, ll_out,
+    N, d, n_tiles,
+    K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+):
+    ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the tensor cores' token
+    gamma_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the shared Gamma's
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+        mbarrier.init(gamma_free.index(i), count=1)
+
+    # W^T, each lane half split into TF32 halves: (hi, lo) of x - c's lanes, then of (x - c)^2's
+    lanes_fast: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    kk = gl.arange(0, K_PAD, layout=gl.SliceLayout(1, lanes_fast))
+    lanes = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, lanes_fast))
+    w_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    w_smem = gl.allocate_shared_memory(gl.float32, [4, K_PAD, D_PAD], w_layout)
+    for half in gl.static_range(2):
+        w = gl.load(W + (half * D_PAD + lanes)[None, :] * K_PAD + kk[:, None])
+        w_hi = _tf32_high(w)
+        w_smem.index(2 * half).store(w_hi)
+        w_smem.index(2 * half + 1).store(w - w_hi)
+    g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
+                                                  transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
+    g_smem = gl.allocate_shared_memory(gl.float32, [2 * GAMMA_BUFFERS, BLOCK_N, K_PAD], g_layout)  # (buffer, hi/lo)
+    # b in shared memory, read per tile: from global memory ptxas hoisted K_PAD / 4 addresses out of the loop
+    b_smem = gl.allocate_shared_memory(gl.float32, [K_PAD], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    b_smem.store(gl.load(b + gl.arange(0, K_PAD, layout=gl.BlockedLayout([1], [32], [4], [0]))))
+    fence_async_shared()
+
+    first = gl.program_id(0)
+    stride = gl.num_programs(0)
+    gl.warp_specialize([
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
+                    d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
+                    d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
+        (_load, (x_desc, ring, ready, empty, first, n_tiles, stride)),
+    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+def shared_bytes(k_pad: int, gamma_buffers: int, stages: int) -> int:
+    """Shared memory the kernel allocates: W^T's four TF32 halves, Gamma's TF32 halves (one buffer per
+    consumer, or one they share), the ring (each tile twice), b and the barriers; the compiler adds a few KB
+    of scratch for the reductions (SCRATCH_MARGIN)."""
+    f32 = 4
+    words = 4 * k_pad * D_PAD + gamma_buffers * 2 * BLOCK_N * k_pad + stages * 2 * BLOCK_N * D_PAD + k_pad
+    return words * f32 + 8 * (2 * stages + 4)
+
+
+def shared_plan(k_pad: int) -> dict:
+    """Gamma buffers and ring stages: a buffer per consumer where that leaves a ring of MIN_STAGES, else one
+    shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to MAX_STAGES."""
+    gamma_buffers = CONSUMERS
+    if shared_bytes(k_pad, gamma_buffers, MIN_STAGES) + SCRATCH_MARGIN > SHARED_LIMIT:
+        gamma_buffers = 1
+    stages = MAX_STAGES
+    while stages > MIN_STAGES and shared_bytes(k_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
+        stages -= 1
+    return dict(GAMMA_BUFFERS=gamma_buffers, STAGES=stages)
+
+
+def refusal(X, W, precision: str = "tf32x3") -> str | None:
+    """Why this kernel cannot take the sweep (None when it can): tf32x3, d_pad = 32 with d a multiple of 4
+    (TMA's 16-byte row stride, rows contiguous), K_pad <= 128, a Hopper GPU."""
+    d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
+    if precision != "tf32x3":
+        return f"the warp-specialized one-pass kernel computes tf32x3 only; got precision {precision!r}"
+    if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or k_pad not in K_PADS:
+        return (f"the warp-specialized one-pass kernel takes d_pad = 32 with d a multiple of 4 (rows contiguous) "
+                f"and K_pad in {K_PADS}; got d = {d}, K_pad = {k_pad}")
+    if not X.is_cuda or torch.cuda.get_device_capability(X.device)[0] != 9:
+        return f"the warp-specialized one-pass kernel needs a Hopper GPU (sm_90); X is on {X.device}"
+    return None
+
+
+def launch_meta(k_pad: int, pingpong: bool = False) -> dict:
+    """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles)."""
+    return dict(K_PAD=k_pad, D_PAD=D_PAD, BLOCK_N=BLOCK_N, **shared_plan(k_pad), PINGPONG=pingpong,
+                CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
+                num_warps=4, maxnreg=LAUNCH_REGISTERS)
+
+
+def x_layout():
+    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+
+
+def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES) -> int:
+    """One program per SM, times the smallest whole factor that leaves each consumer at most ``sum_tiles``
+    row tiles (kernels.launch.sum_bounded; 0: one per SM)."""
+    return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, CONSUMERS)
+
+
+def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES):
+    """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
+    n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns."""
+    why = refusal(X, W)
+    if why:
+        raise ValueError(why)
+    N, d = X.shape
+    k_pad = W.shape[1]
+    n, su, ll = out
+    x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, D_PAD], x_layout())
+    n_tiles = triton.cdiv(N, BLOCK_N)
+    programs = program_count(n_tiles, X.device, sum_tiles)
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong))
+    return n, su, ll
+

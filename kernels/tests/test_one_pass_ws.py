@@ -1,0 +1,187 @@
+"""The warp-specialized one-pass kernel (kernels/one_pass_ws.py) against float64 statistics of the same lift,
+beside the Triton one-pass kernel (Hopper GPU only: Gluon has no interpreter), and what it refuses (CPU)."""
+import numpy as np
+import pytest
+import torch
+
+from kernels import reference as ref
+from kernels.launch import LaunchConfig
+from kernels.tests.conftest import problem
+
+hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                            reason="Gluon's warpgroup MMA, TMA and setmaxnreg need a Hopper GPU (no interpreter)")
+
+
+def _lifted_workspace(X, w, m, v):
+    """A workspace holding the lift of (w, m, v) about X's column mean (the kernels' default center)."""
+    from kernels.em import Workspace, data_center
+    from kernels.lift_kernel import lift_into
+
+    ws = Workspace(X, len(w), "one_pass")
+    ws.set_center(data_center(X, True))
+    lift_into(*[torch.as_tensor(a, device=X.device) for a in (w, m, v)], ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+    return ws
+
+
+def _errors(sums, reference, K, d) -> dict:
+    """kernels.estep.per_component_errors of a sweep's (n, [s | u], ell), each component's scale floored at one
+    row's worth (1: the small problems here leave components with almost no mass), and ell's relative error."""
+    from kernels.estep import per_component_errors
+
+    n, su, ll = sums
+    d_pad = su.shape[1] // 2
+    floored = {**reference, **{k: reference[k].clamp_min(1.0) for k in ("n_scale", "s_scale", "u_scale")}}
+    errors = per_component_errors(n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], floored)
+    return {**errors, "ll": abs(float(ll[0]) - float(reference["ll"])) / abs(float(reference["ll"]))}
+
+
+def _sweep(ws, run):
+    ws.n.zero_()
+    ws.su.zero_()
+    ws.ll.zero_()
+    run()
+    return ws.n.clone(), ws.su.clone(), ws.ll.clone()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("N,K,d", [(1023, 7, 32), (100_003, 33, 32), (5000, 100, 32), (64, 16, 32), (3001, 64, 28),
+                                   (70, 128, 20), (600_000, 64, 32)],
+                         ids=["1023x7", "100003x33", "5000x100", "one tile", "d=28", "70x128 d=20", "deep ring"])
+def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernels(N, K, d):
+    """n, s, u per component and ell against float64 statistics of the same lift, relative to each component's
+    own size: within 2e-6, or within twice the Triton kernel's error where that is larger (the score's tf32x3
+    rounding, which both kernels share, sets a floor). Irregular N: row tiles past N come in as TMA's zero fill;
+    K_pad 16, 64 and 128 (one Gamma buffer shared by the two consumers); d < 32: columns past d zero-filled;
+    "one tile": the second consumer has no tile; "deep ring": ~70 tiles per program. Both schedules."""
+    import dataclasses
+
+    from kernels.dispatch import launch_config
+    from kernels.estep import float64_statistics
+    from kernels.one_pass import one_pass_statistics
+    from kernels.one_pass_ws import one_pass_statistics_ws
+
+    X, w, m, v = problem(N, K, d, seed=1)
+    ws = _lifted_workspace(X, w, m, v)
+    reference = float64_statistics(X, ws.center, ws.W, ws.b, K)
+    out = (ws.n, ws.su, ws.ll)
+    triton_cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=0)
+    triton = _errors(_sweep(ws, lambda: one_pass_statistics(X, ws.center, ws.W, ws.b, triton_cfg, "tf32x3", out=out)),
+                     reference, K, d)
+    for pingpong in (False, True):
+        n, su, ll = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, pingpong=pingpong))
+        got = _errors((n, su, ll), reference, K, d)
+        for key in ("n", "s", "u", "ll"):
+            assert got[key] <= max(2 * triton[key], 2e-6), (pingpong, key, got, triton)
+    assert torch.all(n[K:] == 0) and torch.all(su[K:] == 0), "padded components must stay empty"
+    assert float(n[:K].sum()) == pytest.approx(N, rel=1e-6)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("pingpong", [True, False], ids=["ping-pong", "free-running"])
+def test_both_schedules_give_the_same_sums(pingpong):
+    """The token only orders the consumers' products; each consumer's sums are the same either way (one
+    float64 commit per consumer: equal up to the order of the atomics)."""
+    from kernels.one_pass_ws import one_pass_statistics_ws
+
+    X, w, m, v = problem(50_000, 40, 32, seed=4)
+    ws = _lifted_workspace(X, w, m, v)
+    out = (ws.n, ws.su, ws.ll)
+    base = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, pingpong=True))
+    other = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, pingpong=pingpong))
+    for a, b in zip(base, other):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.gpu
+@hopper
+def test_a_graph_captured_fit_follows_the_triton_kernels_fit():
+    """kernels.fit through the LaunchConfig switch (10 iterations, graph-captured) against the same fit with the
+    Triton one-pass kernel and against float64 EM: ell, variances and means no further from float64 EM than
+    twice the Triton fit's distance (or 1e-6), and the two fits within 1e-5 of each other in ell per point."""
+    import dataclasses
+
+    import kernels
+    from kernels.dispatch import launch_config
+
+    X, w, m, v = problem(8000, 40, 32, seed=2)
+    (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 10)
+    fits, errors = [], []
+    for switch in (0, 1):
+        cfg = dataclasses.replace(launch_config("one_pass", 40, 32), warp_specialized_one_pass=switch,
+                                  warp_specialized_one_pass_rows=0)
+        r = kernels.fit(X, (w, m, v), 10, algorithm="one_pass", config=cfg)
+        assert r.kernel == ("one_pass_ws" if switch else "one_pass")
+        fits.append(r)
+        errors.append([float(np.max(np.abs(got.double().cpu().numpy() - want) / np.abs(want)))
+                       for got, want in ((r.log_likelihoods, rlls), (r.variances, rv))]
+                      + [float(np.max(np.abs(r.means.double().cpu().numpy() - rm)))])
+    triton_errors, ws_errors = errors
+    assert all(np.isfinite(ws_errors)), errors
+    for triton_err, ws_err in zip(triton_errors, ws_errors):
+        assert ws_err <= max(2 * triton_err, 1e-6), errors
+    ell_gap = (fits[1].log_likelihoods - fits[0].log_likelihoods).abs().max() / X.shape[0]
+    assert float(ell_gap) <= 1e-5, float(ell_gap)
+
+
+@pytest.mark.parametrize("d,K,precision,why", [
+    (33, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
+    (30, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
+    (16, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
+    (32, 200, "tf32x3", r"K_pad in \(16, 32, 64, 128\)"),
+    (32, 64, "ieee", "tf32x3 only"),
+    (32, 64, "tf32x3", "needs a Hopper GPU"),
+], ids=["d_pad 64", "d not a multiple of 4", "d_pad 16", "K_pad 256", "ieee", "on the CPU"])
+def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
+    from kernels.lift import pow2_at_least_16
+    from kernels.one_pass_ws import one_pass_statistics_ws, refusal
+
+    X = torch.zeros(10, d)
+    W, b = torch.zeros(2 * pow2_at_least_16(d), pow2_at_least_16(K)), torch.zeros(pow2_at_least_16(K))
+    assert refusal(X, W, precision) is not None
+    if precision == "tf32x3":
+        with pytest.raises(ValueError, match=why):
+            one_pass_statistics_ws(X, torch.zeros(W.shape[0] // 2), W, b, None)
+    else:
+        assert why in refusal(X, W, precision)
+
+
+def test_a_row_stride_tma_cannot_take_is_refused():
+    """TMA needs rows 16-byte aligned: a view with a row stride of 33 floats is refused whatever its width."""
+    from kernels.one_pass_ws import refusal
+
+    X = torch.zeros(10, 33)[:, :32]
+    assert "d a multiple of 4" in refusal(X, torch.zeros(64, 64))
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(precision):
+    """ieee anywhere, tf32x3 off Hopper (the interpreter on the CPU) or at a d it refuses (d = 30 on a GPU):
+    the Triton kernel runs, the same sums as with the switch off."""
+    from kernels.one_pass import one_pass_statistics
+
+    K, d = 40, 30 if torch.cuda.is_available() else 32
+    X, w, m, v = problem(70, K, d)
+    ws = _lifted_workspace(X, w, m, v)
+    out = []
+    for switch in (0, 1):
+        cfg = LaunchConfig(block_n=32, num_warps=4, num_stages=1, warp_specialized_one_pass=switch)
+        out.append(_sweep(ws, lambda: one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, precision,
+                                                             out=(ws.n, ws.su, ws.ll))))
+    assert out[0][0][:K].sum() > 0
+    for off, on in zip(*out):  # float64 atomics: the same sums up to their order on a GPU
+        torch.testing.assert_close(on, off, rtol=1e-12, atol=0)
+
+
+def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
+    """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
+    K_pad = 128; the plan leaves the compiler's scratch margin under the H200's per-program limit."""
+    from kernels import one_pass_ws as ows
+
+    plans = {k: ows.shared_plan(k) for k in ows.K_PADS}
+    assert [p["GAMMA_BUFFERS"] for p in plans.values()] == [2, 2, 2, 1]
+    for k, p in plans.items():
+        assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
+        assert ows.shared_bytes(k, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
+    assert ows.shared_bytes(128, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
