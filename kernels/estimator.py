@@ -64,10 +64,11 @@ non-finite weight or mean, is scikit-learn's ValueError about ill-defined covari
 and after every M-step inside the read of ell each iteration already makes (on the
 graphed path inside the graph's status, :mod:`kernels.mstep_kernel`). On the float32
 kernels an E-step that leaves float32's range (X ~ 1e20: |x - c|^2 overflows) is a
-:class:`kernels.em.Float32RangeError`, a ValueError saying so: raised rather than
-avoided by rescaling X, because a rescale only moves the range -- the variance floor
-reg_covar does not scale with X, so the ratio spread^2 / reg_covar that overflows stays
--- and float64 (the CPU fallback, or a float64 kernel) is the remedy. Parameters are
+:class:`kernels.em.Float32RangeError`, a ValueError saying so, raised rather than
+avoided. A power-of-two rescale of X (reg_covar / s^2 with it) would fit iris * 1e20,
+but not data where a component collapses to the variance floor: the ratio
+spread^2 / reg_covar then leaves float32's range at any scale, and float64 (the CPU
+fallback, or issue 20's float64 kernels) is the remedy for both. Parameters are
 validated by scikit-learn's ``_parameter_constraints`` (``InvalidParameterError``). Predictions (``predict``,
 ``predict_proba``, ``score_samples``) are float64 torch ops on the device in
 row blocks; only the returned arrays are full size.
