@@ -68,18 +68,25 @@ test: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
 
 # make reproduce on a GPU: every experiment of the paper, resumably (a finished cell or CSV is
-# skipped; FORCE=1 redoes them), then every table, figure and the claims report.
+# skipped; FORCE=1 redoes them and re-measures env.json), then every table, figure and the claims
+# report. Each experiment's cells go to the longest_first sweeper (long cells first, the small-N
+# cells last and one at a time, with the other GPUs idle); on a node with several GPUs, over all of
+# them (gpu_joblib, one job per GPU; GPUS=0,1 restricts the pool), on one GPU one after another.
 EXPERIMENTS := table1 dispatch ablation d128_control d128_published
 DEVICE_LABEL = $$($(VPY) -c "from harness.env import device_label; print(device_label())")
 reproduce: venv
 ifeq ($(HAS_GPU),yes)
-	@dev=$(DEVICE_LABEL); start=$$(date +%s); \
-	echo "make reproduce on $$dev -> results/$$dev/ (a cell with a record is skipped, FORCE=1 redoes it):"; \
-	$(VPY) -m harness.plan $(EXPERIMENTS) $(if $(FORCE),force=true) || exit 1; \
+	@$(if $(GPUS),export CUDA_VISIBLE_DEVICES=$(GPUS);) \
+	dev=$(DEVICE_LABEL); start=$$(date +%s); \
+	gpus=$$($(VPY) -m harness.gpu_pool --list); ngpus=$$(echo "$$gpus" | tr ',' '\n' | grep -c .); \
+	sweep="hydra/sweeper=longest_first $$($(VPY) -m harness.gpu_pool)"; \
+	echo "make reproduce on $$dev, $$ngpus GPU(s) ($$gpus) -> results/$$dev/ (a cell with a record is skipped, FORCE=1 redoes it):"; \
+	$(VPY) -m harness.plan $(EXPERIMENTS) --gpus $$ngpus $(if $(FORCE),force=true) || exit 1; \
 	echo "  then: exactness (mpmath + float64 battery), conditioning (lifted vs centered score), figures, claims.md"; \
+	$(if $(FORCE),rm -f results/$$dev/env.json;) \
 	for exp in $(EXPERIMENTS); do \
-	  echo "== $$exp: python -m harness -m experiment=$$exp"; \
-	  $(VPY) -m harness -m experiment=$$exp $(if $(FORCE),force=true) || exit 1; \
+	  echo "== $$exp: python -m harness -m experiment=$$exp $$sweep"; \
+	  $(VPY) -m harness -m experiment=$$exp $$sweep $(if $(FORCE),force=true) || exit 1; \
 	done; \
 	for mod in exactness conditioning; do \
 	  out=results/$$dev/$$mod.csv; \
@@ -87,10 +94,12 @@ ifeq ($(HAS_GPU),yes)
 	  else echo "== $$mod: python -m harness.studies.$$mod --out $$out"; $(VPY) -m harness.studies.$$mod --out $$out || exit 1; fi; \
 	done; \
 	$(MAKE) --no-print-directory figures; \
-	echo "make reproduce took $$(( ($$(date +%s) - start) / 60 )) min. Outputs in results/$$dev/:"; \
+	secs=$$(( $$(date +%s) - start )); \
+	echo "make reproduce took $$((secs / 60)) min $$((secs % 60)) s (wall clock) on $$ngpus GPU(s) ($$gpus). Outputs in results/$$dev/:"; \
 	echo "  CSVs: $(addsuffix .csv,$(EXPERIMENTS)) exactness.csv conditioning.csv (+ cells/ records, env.json)"; \
 	echo "  tables: table1.md table1.tex; figures (.png/.pdf): fig1_latency fig_memory fig_dispatch fig2_ablation fig_conditioning"; \
-	echo "  claims: results/$$dev/claims.md"
+	echo "  claims: results/$$dev/claims.md"; \
+	echo "  compilation caches (not committed; delete for a cold run):"; $(VPY) -m harness.caches results/$$dev
 else
 	@echo "No GPU: CPU smoke sweep (small shapes, CPU-capable arms; Turbo-GMM in the Triton interpreter) -> results/$$(hostname)-cpu/smoke.csv, then its table and figure"
 	TRITON_INTERPRET=1 $(VPY) -m harness -m experiment=smoke

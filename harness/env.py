@@ -5,7 +5,10 @@ bandwidth, device-to-device copy bandwidth, fp32 / TF32 / bf16 matmul rates) tha
 results CSV divides by for ``hbm_fraction`` and ``roofline_fraction``: measured on the
 same device, not copied from a datasheet.
 
-    python -m harness.env results/h200/env.json [--no-probes]
+It also reports the compilation caches the cells will use (harness/caches.py): their paths and
+how many files and bytes they held when env.json was written.
+
+    python -m harness.env results/h200/env.json [--caches DIR] [--no-probes]
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+
+from harness import caches
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ["torch", "triton", "jax", "jaxlib", "gmmx", "scikit-learn", "pomegranate", "torchgmm",
@@ -130,7 +135,7 @@ def probes() -> dict:
     return out
 
 
-def collect(with_probes: bool = True) -> dict:
+def collect(with_probes: bool = True, cache_root: Path | None = None) -> dict:
     env = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -139,6 +144,8 @@ def collect(with_probes: bool = True) -> dict:
         "packages": package_versions(),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if cache_root is not None:
+        env["caches"] = caches.usage(cache_root)
     import torch
     env["torch_cuda"] = torch.version.cuda
     if torch.cuda.is_available():
@@ -164,13 +171,15 @@ def collect(with_probes: bool = True) -> dict:
     return env
 
 
-def write(path: Path, with_probes: bool = True) -> None:
+def write(path: Path, with_probes: bool = True, cache_root: Path | None = None) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(collect(with_probes), indent=2) + "\n")
+    tmp.write_text(json.dumps(collect(with_probes, cache_root), indent=2) + "\n")
     os.replace(tmp, path)
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]), with_probes="--no-probes" not in sys.argv[2:])
+    args = sys.argv[2:]
+    write(Path(sys.argv[1]), with_probes="--no-probes" not in args,
+          cache_root=Path(args[args.index("--caches") + 1]) if "--caches" in args else None)

@@ -10,11 +10,16 @@ finds every GPU taken waits; a worker that dies releases its lock with its file
 descriptor. Set ``hydra.launcher.n_jobs`` to the number of GPUs.
 
     python -m harness -m experiment=table1 hydra/launcher=gpu_joblib hydra.launcher.n_jobs=8
+
+``python -m harness.gpu_pool`` prints the launcher overrides that spread a sweep over the GPUs this
+process sees (what ``make reproduce`` adds; ``GPUS=0,1`` there sets CUDA_VISIBLE_DEVICES), nothing
+for one GPU; ``--list`` prints those GPUs' ids.
 """
 from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +41,13 @@ def visible_gpus() -> list[str]:
             pynvml.nvmlShutdown()
     except Exception:  # no NVIDIA driver: a CPU node, nothing to pin
         return []
+
+
+def launcher_overrides(gpus: list[str]) -> list[str]:
+    """Hydra overrides that spread a sweep over ``gpus``: the gpu_joblib launcher, one job per GPU
+    (the pool is CUDA_VISIBLE_DEVICES, else every GPU NVML sees); none for one GPU or none, where
+    Hydra's basic launcher runs the cells one after another."""
+    return ["hydra/launcher=gpu_joblib", f"hydra.launcher.n_jobs={len(gpus)}"] if len(gpus) > 1 else []
 
 
 class GpuPool(Callback):
@@ -87,3 +99,7 @@ class GpuPool(Callback):
 
     def __getstate__(self):  # the launcher pickles callbacks to its workers: never a held lock
         return {**self.__dict__, "_held": None}
+
+
+if __name__ == "__main__":
+    print(",".join(visible_gpus()) if "--list" in sys.argv[1:] else " ".join(launcher_overrides(visible_gpus())))

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 COLUMNS = [
     "device", "experiment", "arm", "label", "shape", "N", "K", "d", "regimes", "seed", "numerics",
-    "algorithm", "dispatch_choice", "precision", "n_iter", "n_iter_reported", "reps", "reg_covar", "ari_rows", "timeout_s", "wall_s", "host_load", "rep_seconds",
+    "algorithm", "dispatch_choice", "precision", "n_iter", "n_iter_reported", "reps", "reg_covar", "ari_rows", "timeout_s", "wall_s", "host_load", "concurrent_cells", "cuda_visible_devices", "rep_seconds",
     "ms_per_iter_min", "ms_per_iter_median", "ms_per_iter_spread", "peak_mb", "peak_source",
     "nvml_peak_mb", "x_gb_per_s", "hbm_fraction", "roofline_fraction", "status", "gate",
     "ll_per_point", "sum_weights", "rel_ll_diff", "ari", "reference_arm", "data_checksum",

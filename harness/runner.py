@@ -12,6 +12,7 @@ cell can run with, and a results folder that cannot be written, are refused befo
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -26,8 +27,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from harness import env, results
+from harness import caches, env, results
 from harness.cell import CellSpec, SettingError
+from harness.running_cells import RunningCell
 
 REPO = Path(__file__).resolve().parents[1]
 _OOM = re.compile(r"OutOfMemoryError|MemoryError|RESOURCE_EXHAUSTED|out of memory", re.IGNORECASE)
@@ -81,18 +83,26 @@ def writable_device_dir(cfg: DictConfig) -> Path:
     return device_dir
 
 
-def ensure_env(device_dir: Path, probes: bool) -> None:
-    """Write <device>/env.json once per device folder, in a subprocess (no CUDA context here)."""
+def ensure_env(device_dir: Path, probes: bool, cache_root: Path) -> None:
+    """Write <device>/env.json once per device folder, in a subprocess (no CUDA context here), under a
+    lock (parallel jobs probe once); it reports the compilation caches under ``cache_root`` as they are then."""
     path = device_dir / "env.json"
-    if not path.exists():
-        args = [sys.executable, "-m", "harness.env", str(path)] + ([] if probes else ["--no-probes"])
-        subprocess.run(args, cwd=REPO, check=False, timeout=900)
+    if path.exists():
+        return
+    with open(device_dir / ".env.lock", "w") as lock:  # parallel jobs: the first writes it, the rest wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            args = [sys.executable, "-m", "harness.env", str(path), "--caches", str(cache_root)]
+            args += [] if probes else ["--no-probes"]
+            subprocess.run(args, cwd=REPO, check=False, timeout=900)
 
 
-def _run_worker(spec: CellSpec, scratch: Path, log_path: Path, lock_file) -> tuple[int, str, bool]:
-    """The worker on ``spec``, reporting into ``scratch``; (returncode, stderr, timed out). It holds the
-    cell's lock too (an inherited descriptor), and dies with this process (harness/worker.py)."""
-    arg = json.dumps({"spec": spec.as_dict(), "scratch": str(scratch), "runner_pid": os.getpid()})
+def _run_worker(spec: CellSpec, scratch: Path, log_path: Path, lock_file, cache_env: dict) -> tuple[int, str, bool]:
+    """The worker on ``spec``, reporting into ``scratch``, with the compilation caches' variables
+    ``cache_env``; (returncode, stderr, timed out). It holds the cell's lock too (an inherited
+    descriptor), and dies with this process (harness/worker.py)."""
+    arg = json.dumps({"spec": spec.as_dict(), "scratch": str(scratch), "runner_pid": os.getpid(),
+                      "cache_env": cache_env})
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "harness.worker", arg], cwd=REPO, stdout=log,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -133,7 +143,8 @@ def run_cell(cfg: DictConfig) -> dict:
 
 def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock_file) -> dict:
     """Run the claimed cell and write its record."""
-    ensure_env(device_dir, cfg.env_probes)
+    cache_root = caches.device_root(cfg.cache_dir, device_dir)
+    ensure_env(device_dir, cfg.env_probes, cache_root)
     npz, log_path = rec_path.with_suffix(".npz"), rec_path.with_suffix(".log")
     scratch = rec_path.with_name(f".run-{spec.key}")  # left by a killed runner: ours now, we hold the lock
     shutil.rmtree(scratch, ignore_errors=True)
@@ -141,13 +152,16 @@ def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock
     for stale in (rec_path, npz):
         stale.unlink(missing_ok=True)  # force=true: never mix an old record with a new failure
     rec = dict(spec.row(), device=device_dir.name, host_load=round(os.getloadavg()[0], 2),
+               cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
                git_commit=env.git_commit(), host=socket.gethostname(), timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
     print(f"[harness] run  {spec.key}: {spec.describe()} (timeout {spec.timeout_s:.0f} s) -> "
           f"{rec_path.relative_to(device_dir.parent)}", flush=True)
-    t0 = time.time()
-    returncode, stderr, timed_out = _run_worker(spec, scratch, log_path, lock_file)
-    wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
+    with RunningCell(cfg.running_cells_dir) as running:  # counts the other cells of this host meanwhile
+        t0 = time.time()
+        returncode, stderr, timed_out = _run_worker(spec, scratch, log_path, lock_file, caches.environment(cache_root))
+        wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
+    rec["concurrent_cells"] = running.most_others
 
     report = scratch / "report.json"
     if returncode == 0 and not timed_out and report.exists():

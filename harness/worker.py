@@ -1,7 +1,8 @@
 """One cell, in its own process: data, shared init, the arm, the clock, memory, the gate.
 
 Started by harness/runner.py as ``python -m harness.worker '{"spec": ..., "scratch": ...,
-"runner_pid": ...}'``. It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
+"runner_pid": ..., "cache_env": ...}'`` (cache_env: the compilation caches' variables, set before any
+library loads). It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
 measurements) and the parameter ``.npz`` into the scratch folder, for the runner to file as the
 cell's record; any exception is left to propagate, so the process exits non-zero with the
 traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
@@ -45,6 +46,7 @@ def die_with_runner(runner_pid: int) -> None:
 if __name__ == "__main__":
     ARG = json.loads(sys.argv[1])
     die_with_runner(ARG["runner_pid"])  # before the slow imports below
+    os.environ.update(ARG["cache_env"])  # JAX's and Triton's compilation caches (harness/caches.py), before they load
 
 # Numerics and allocator settings must precede every library import (paper 5.1).
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"

@@ -51,8 +51,16 @@ def prepare(X, init, n_iter, opts):
         fit.variances[0, 0] = float("nan")
         return fit
 
+    def caches():  # the compilation caches the worker pointed the libraries at (harness/caches.py)
+        import triton
+
+        fit = em()
+        fit.info.update(TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR"), triton_cache_dir=triton.knobs.cache.dir,
+                        JAX_COMPILATION_CACHE_DIR=os.environ.get("JAX_COMPILATION_CACHE_DIR"))
+        return fit
+
     def out_of_resources():
         raise type("OutOfResources", (Exception,), {})("out of resource: shared memory, Required: 300000")
 
     return {"em": em, "crash": crash, "oom": oom, "sleep": sleep, "early": early,
-            "nan_variance": nan_variance, "out_of_resources": out_of_resources}[behaviour]
+            "nan_variance": nan_variance, "out_of_resources": out_of_resources, "caches": caches}[behaviour]

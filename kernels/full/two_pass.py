@@ -17,9 +17,8 @@ import triton.language as tl
 from kernels import interpreter_compat, tf32x3
 from kernels.full.parameters import PAIR_BLOCK, statistics_rows
 from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
-from kernels.launch import program_count
+from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
-from kernels.two_pass import statistics_grid
 
 interpreter_compat.install()
 

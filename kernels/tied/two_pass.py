@@ -12,10 +12,9 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.full.tiles import row_weights
-from kernels.launch import program_count
+from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
 from kernels.tied.tiles import tied_score, whitened_tile
-from kernels.two_pass import statistics_grid
 
 interpreter_compat.install()
 
