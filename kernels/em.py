@@ -18,7 +18,8 @@ from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
 from kernels.launch import LaunchConfig
 from kernels.lift import pow2_at_least_16
 from kernels.lift_kernel import lift_into
-from kernels.mstep_kernel import mstep_into
+from kernels.mstep import IllDefinedCovarianceError
+from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
 from kernels import one_pass, two_pass
 from kernels.one_pass import one_pass_statistics
 from kernels.two_pass import two_pass_statistics
@@ -114,6 +115,27 @@ def raise_if_invalid(flags) -> None:
         raise ValueError("weights and variances must be > 0")
 
 
+class Float32RangeError(ValueError):
+    """The kernels' float32 E-step gave a non-finite ell at finite parameters: the lifted score of some
+    row left float32's range (|x - c|^2 / V beyond ~1e38, as for data ~1e20 with a variance floor ~1)."""
+
+    def __init__(self):
+        super().__init__(
+            "The float32 E-step of the kernels overflowed (a non-finite log-likelihood at finite parameters): the "
+            "squared spread of X over the smallest variance does not fit float32's exponent range. Scale the input "
+            "data, increase reg_covar, or fit in float64 (GaussianMixture(device='cpu')).")
+
+
+def raise_if_failed(failure: int) -> None:
+    """The error for a fit's first failure recorded by the M-step kernel (:mod:`kernels.mstep_kernel`)."""
+    first = decode_failure(failure)
+    if first is None:
+        return
+    if first[1] == ESTEP_NOT_FINITE:
+        raise Float32RangeError()
+    raise IllDefinedCovarianceError()
+
+
 def check_parameters(X, weights, means, variances) -> None:
     check_parameter_shapes(X, weights, means, variances)
     raise_if_invalid(parameter_flags(weights, means, variances).tolist())  # one host sync for the four checks
@@ -172,7 +194,8 @@ class _GraphedLoop:
     around the replay (0.6-0.8 ms on the H200, more than ten replayed iterations), so a
     fit is the copies in, the replay, one copy out and one host sync: parameters and ell
     share one static buffer, and the graph itself checks the incoming parameters
-    (:func:`parameter_flags`) and clears the floored count.
+    (:func:`parameter_flags`), clears the floored count and the first-failure code the
+    M-step kernel lowers (:mod:`kernels.mstep_kernel`).
     """
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
@@ -181,12 +204,14 @@ class _GraphedLoop:
         self.sizes = (K, K * d, K * d, n_iter)
         self.flat = torch.ones(sum(self.sizes), dtype=f64, device=dev)  # weights | means | variances | ell
         *self.params, self.lls = self.split(self.flat)
-        self.status = torch.zeros(5, dtype=torch.int64, device=dev)  # floored count | parameter_flags
+        self.status = torch.zeros(6, dtype=torch.int64, device=dev)  # floored count | parameter_flags | failure
 
         def loop():
-            self.status[1:].copy_(parameter_flags(*self.params))
+            self.status[1:5].copy_(parameter_flags(*self.params))
             self.status[:1].zero_()
-            _iterate(X, self.params, self.ws, self.lls, self.status[:1], algorithm, precision, reg_covar, cfg)
+            self.status[5:].fill_(NO_FAILURE)
+            _iterate(X, self.params, self.ws, self.lls, self.status[:1], self.status[5:], algorithm, precision,
+                     reg_covar, cfg)
 
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
@@ -203,8 +228,8 @@ class _GraphedLoop:
         return [w, m.view(K, -1), v.view(K, -1), ll]
 
     def run(self, params, center):
-        """(weights, means, variances, ell) as new tensors, [floored, *parameter_flags] as host ints and
-        ell as host floats: status and ell come back in one device-to-host read (the fit's one sync)."""
+        """(weights, means, variances, ell) as new tensors, [floored, *parameter_flags, failure] as host ints
+        and ell as host floats: status and ell come back in one device-to-host read (the fit's one sync)."""
         for p, q in zip(self.params, params):
             p.copy_(q)
         self.ws.set_center(center)
@@ -248,12 +273,14 @@ def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, pre
     return out
 
 
-def _iterate(X, params, ws: Workspace, lls, floored, algorithm, precision, reg_covar, cfg: LaunchConfig):
+def _iterate(X, params, ws: Workspace, lls, floored, failure, algorithm, precision, reg_covar, cfg: LaunchConfig):
     """len(lls) EM iterations updating ``params`` = [weights, means, variances] (float64
-    buffers) in place; lls[i] <- ell at iteration i's incoming parameters; floored += floored entries."""
+    buffers) in place; lls[i] <- ell at iteration i's incoming parameters; floored += floored entries;
+    failure (1,) int64 <- the first failure's code (left as it is if none, see :mod:`kernels.mstep_kernel`)."""
     for i in range(lls.shape[0]):
         estep_statistics(X, *params, ws, algorithm, precision, cfg)
-        mstep_into(ws.n, ws.su, ws.ll, X.shape[0], ws.center64, reg_covar, *params, lls[i : i + 1], floored)
+        mstep_into(ws.n, ws.su, ws.ll, X.shape[0], ws.center64, reg_covar, *params, lls[i : i + 1], floored,
+                   failure, i)
 
 
 def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg) -> _GraphedLoop:
@@ -294,7 +321,9 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     params = [torch.as_tensor(a, device=X.device).double().clone() for a in (weights, means, variances)]
     ll = torch.zeros(1, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
-    _iterate(X, params, ws, ll, floored, algorithm, precision, reg_covar, cfg)
+    failure = torch.full((1,), NO_FAILURE, dtype=torch.int64, device=X.device)
+    _iterate(X, params, ws, ll, floored, failure, algorithm, precision, reg_covar, cfg)
+    raise_if_failed(int(failure))
     return StepResult(*params, ll[0], floored[0], algorithm)
 
 
@@ -304,7 +333,11 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     (tensors or arrays). No early stopping; nothing synchronizes with the host
     inside the loop. ``center`` as in :func:`em_step`; X's values are checked once.
     On CUDA the loop is captured as a CUDA graph on first use and replayed by
-    later fits of the same X and settings (``cuda_graph=False`` runs it eagerly)."""
+    later fits of the same X and settings (``cuda_graph=False`` runs it eagerly).
+    A model that breaks on the way is an error after the loop, never NaN parameters:
+    an M-step with an ill-defined covariance is scikit-learn's ValueError
+    (:class:`kernels.mstep.IllDefinedCovarianceError`), an E-step that left float32's
+    range a :class:`Float32RangeError` (a ValueError), whichever came first."""
     check_data(X)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     graphed = X.is_cuda and cuda_graph and n_iter > 0
@@ -320,8 +353,10 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     cfg = config or launch_config(algorithm, K, d)
     if graphed:
         loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
-        (weights, means, variances, lls), (floored, *flags), lls_host = loop.run((weights, means, variances), shift)
+        (weights, means, variances, lls), (floored, *flags, failure), lls_host = loop.run((weights, means, variances),
+                                                                                          shift)
         raise_if_invalid(flags)
+        raise_if_failed(failure)
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
                          statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
     ws = Workspace(X, K, algorithm)
@@ -329,5 +364,8 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     params = [weights.clone(), means.clone(), variances.clone()]
     lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
-    _iterate(X, params, ws, lls, floored, algorithm, precision, reg_covar, cfg)
-    return FitResult(*params, lls, int(floored), algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))
+    failure = torch.full((1,), NO_FAILURE, dtype=torch.int64, device=X.device)
+    _iterate(X, params, ws, lls, floored, failure, algorithm, precision, reg_covar, cfg)
+    floored, failure = torch.cat([floored, failure]).tolist()  # one host sync
+    raise_if_failed(failure)
+    return FitResult(*params, lls, floored, algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))

@@ -37,8 +37,8 @@ non-finite input is a ValueError that counts the rows holding NaN or infinity.
 Every EM iteration is: E-step statistics (n, s, u, ell) at the current parameters,
 then the M-step. On the kernels' backends with X on the device an iteration is one
 replay of :func:`kernels.fit`'s captured CUDA graph (lift, sweep, M-step) followed by
-one read-back to the host of ell and the graph's parameter checks, the convergence
-test; streamed or on the CPU fallback it is :mod:`kernels.estep` per block. ell is at
+one read-back to the host of ell and the graph's parameter and failure checks, the
+convergence test; streamed or on the CPU fallback it is :mod:`kernels.estep` per block. ell is at
 the *incoming* parameters, and so is scikit-learn's lower bound of an iteration (the
 mean log-likelihood of the E-step that precedes the M-step), so ``lower_bound_ = ell /
 N`` of the last iteration, exactly scikit-learn's; convergence is ``|change| < tol``.
@@ -52,33 +52,52 @@ validation, copies of the result) and ``total``; ``n_iter`` counts the EM iterat
 of all ``n_init`` starts.
 
 The kernels read float32: float64 input is rounded to float32 for the Triton
-backends (the CPU fallback keeps float64). Predictions (``predict``,
+backends (the CPU fallback keeps float64). Fitted attributes take X's dtype as
+scikit-learn's do (float32 for float32 X, else float64; computed in float64).
+
+Broken models raise as scikit-learn does, never come back as NaN. Initial and M-step
+variances come from moments about X's column mean (scikit-learn's uncentered
+E[x^2] - mean^2 fails on data far from the origin, e.g. iris + 1e8, where this
+estimator fits). A variance that is not finite or not > 0 after reg_covar, or a
+non-finite weight or mean, is scikit-learn's ValueError about ill-defined covariances
+(:class:`kernels.mstep.IllDefinedCovarianceError`), checked after the initialization
+and after every M-step inside the read of ell each iteration already makes (on the
+graphed path inside the graph's status, :mod:`kernels.mstep_kernel`). On the float32
+kernels an E-step that leaves float32's range (X ~ 1e20: |x - c|^2 overflows) is a
+:class:`kernels.em.Float32RangeError`, a ValueError saying so, raised rather than
+avoided. A power-of-two rescale of X (reg_covar / s^2 with it) would fit iris * 1e20,
+but not data where a component collapses to the variance floor: the ratio
+spread^2 / reg_covar then leaves float32's range at any scale, and float64 (the CPU
+fallback, or issue 20's float64 kernels) is the remedy for both. Parameters are
+validated by scikit-learn's ``_parameter_constraints`` (``InvalidParameterError``). Predictions (``predict``,
 ``predict_proba``, ``score_samples``) are float64 torch ops on the device in
 row blocks; only the returned arrays are full size.
 """
 from __future__ import annotations
 
 import contextlib
-import math
-import numbers
 import time
 import warnings
+from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture as _SkGaussianMixture
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import assert_all_finite, check_array, check_is_fitted, validate_data
 
 from kernels.arrays import check_device_array, device_tensor, output_like, upload
 from kernels.column_sums import non_finite_message
 from kernels.dispatch import ALGORITHMS
-from kernels.em import PRECISIONS, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
+from kernels.em import PRECISIONS, Float32RangeError, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
 from kernels.em import fit as em_fit
 from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag
 from kernels.initialization import initial_moments
+from kernels.mstep import IllDefinedCovarianceError, well_defined
 from kernels.streaming import CPU_BLOCK_BYTES, host_column_mean, rows_per_chunk, streamed_statistics
 
 COVARIANCE_TYPES = ("diag", "spherical")
@@ -87,6 +106,7 @@ DEVICES = ("auto", "cuda", "cpu")
 INIT_BACKENDS = ("auto", "torch", "sklearn")
 EPS64 = float(np.finfo(np.float64).eps)
 INIT_BLOCK_ROWS = 1 << 14
+ORIGIN_ROWS = 1024  # rows whose mean is subtracted from a float64 host X before its float32 copy
 PROFILE_PHASES = ("transfer", "validation", "init", "em")
 
 
@@ -101,6 +121,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     at once), ``init_backend_`` ("torch" or "sklearn"), ``fit_profile_`` (seconds per
     phase and iterations, see the module docstring).
     """
+
+    _parameter_constraints: dict = {  # scikit-learn's (InvalidParameterError), covariance types and extras ours
+        **_SkGaussianMixture._parameter_constraints,
+        "covariance_type": [StrOptions(set(COVARIANCE_TYPES))],
+        "device": [StrOptions(set(DEVICES))],
+        "algorithm": [StrOptions({"auto", *ALGORITHMS})],
+        "precision": [StrOptions(set(PRECISIONS))],
+        "max_device_bytes": [Interval(Integral, 1, None, closed="left"), None],
+        "init_backend": [StrOptions(set(INIT_BACKENDS))],
+    }
 
     def __init__(self, n_components=1, *, covariance_type="diag", tol=1e-3, reg_covar=1e-6, max_iter=100, n_init=1,
                  init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, random_state=None,
@@ -127,8 +157,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.init_backend = init_backend
 
     # ------------------------------------------------------------------ fitting
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Fit by EM (``n_init`` starts, up to ``max_iter`` iterations each); returns self."""
+        """Fit by EM (``n_init`` starts, up to ``max_iter`` iterations each); returns self.
+
+        A model EM cannot define raises as scikit-learn does (its ValueError about ill-defined
+        covariances, with its float32 advice for float32 X), on every backend; on the float32 kernels
+        an E-step that leaves float32's range is a :class:`kernels.em.Float32RangeError` (a ValueError)."""
         state = dict(self.__dict__)
         try:
             self._fit(X)
@@ -147,7 +182,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         tensor = device_tensor(X)
         if tensor is not None and tensor.device.type == "cpu":  # a CPU tensor is a host array
             X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
-        self._check_hyperparameters()
         backend, label, device = self._backend(tensor)
         if tensor is not None:
             check_device_array(tensor, min_samples=2, contiguous=True)
@@ -158,6 +192,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
                               ensure_all_finite=backend == "torch")
         N, d = (tensor if tensor is not None else X).shape
+        # scikit-learn's attributes follow X's dtype (float32 or float64; other dtypes are taken as float64)
+        float32_input = (tensor.dtype == torch.float32) if tensor is not None else X.dtype == np.float32
         K = self.n_components
         if N < K:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = {K}, n_samples = {N}")
@@ -168,14 +204,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             data = _FitData(X if tensor is None else tensor, K, backend, device, self.max_device_bytes,
                             self.algorithm, self.precision, self.reg_covar, clock)
             try:
-                self._fit_data(data, init_w, init_m, init_p, clock)
+                self._fit_data(data, init_w, init_m, init_p, clock, np.float32 if float32_input else np.float64)
+            except IllDefinedCovarianceError as error:  # scikit-learn's message follows the dtype of X
+                raise IllDefinedCovarianceError(float32_input) from error
             finally:
                 data.release()
         self.backend_ = label
         self.algorithm_ = data.algorithm
         self.rows_per_chunk_ = data.rows if data.streamed else None
 
-    def _fit_data(self, data, init_w, init_m, init_p, clock):
+    def _fit_data(self, data, init_w, init_m, init_p, clock, dtype):
         N, d = data.shape
         K = self.n_components
         spherical = self.covariance_type == "spherical"
@@ -191,6 +229,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             with clock.phase("init"):
                 if do_init:
                     w, m, v = self._initial_parameters(data, init_backend, random_state, init_w, init_m, init_p)
+                    if not bool(well_defined(w, m, v)):  # one host sync per start, as scikit-learn's _initialize
+                        raise IllDefinedCovarianceError()
                 else:
                     w, m, v = (torch.as_tensor(a, dtype=torch.float64, device=data.device)
                                for a in (self.weights_, self.means_, self.covariances_))
@@ -222,9 +262,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         if not best["converged"] and self.max_iter > 0:
             warnings.warn("Best performing initialization did not converge. Try different init parameters, or "
                           "increase max_iter, tol, or check for degenerate data.", ConvergenceWarning)
-        self.weights_, self.means_, self.covariances_ = (a.cpu().numpy() for a in best["params"])
-        self.precisions_cholesky_ = 1.0 / np.sqrt(self.covariances_)
-        self.precisions_ = 1.0 / self.covariances_
+        weights, means, covariances = (a.cpu().numpy() for a in best["params"])
+        self.weights_, self.means_, self.covariances_ = (a.astype(dtype) for a in (weights, means, covariances))
+        self.precisions_cholesky_ = (1.0 / np.sqrt(covariances)).astype(dtype)
+        self.precisions_ = (1.0 / covariances).astype(dtype)
         self.converged_ = best["converged"]
         self.n_iter_ = best["n_iter"]
         self.lower_bound_ = best["lower_bound"]
@@ -232,32 +273,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.n_floored_ = best["floored"]
         self.init_backend_ = init_backend
         self.fit_profile_ = clock.profile(n_iter=iterations)
-
-    def _check_hyperparameters(self):
-        def integer(name, low):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-
-        def real(name):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0 or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-
-        integer("n_components", 1)
-        integer("max_iter", 0)
-        integer("n_init", 1)
-        integer("verbose", 0)
-        integer("verbose_interval", 1)
-        real("tol")
-        real("reg_covar")
-        for name, allowed in (("covariance_type", COVARIANCE_TYPES), ("init_params", INIT_PARAMS),
-                              ("device", DEVICES), ("precision", PRECISIONS), ("algorithm", ("auto",) + ALGORITHMS),
-                              ("init_backend", INIT_BACKENDS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        if self.max_device_bytes is not None:
-            integer("max_device_bytes", 1)
 
     def _checked_initial_parameters(self, d):
         """weights_init, means_init, precisions_init validated as scikit-learn does."""
@@ -315,23 +330,27 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                          for a in (init_w, init_m, 1.0 / np.asarray(init_p, np.float64)))
         if init_backend == "torch":
             nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, random_state,
-                                          data.center.to(data.tensor.device), data.column_variance_mean())
-            offset = data.center.to(data.tensor.device)
+                                          (data.center + data.origin - data.tensor_origin).to(data.tensor.device),
+                                          data.column_variance_mean())
+            offset = (data.center + data.origin).to(data.tensor.device)
         else:
-            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state))
-            offset = torch.zeros(data.shape[1], dtype=torch.float64)
+            offset = (data.center + data.origin).cpu()
+            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state, offset.numpy()))
+        # scikit-learn's M-step (_estimate_gaussian_parameters) on moments about X's column mean (``offset``:
+        # that mean in X's coordinates, see _FitData's origin); scikit-learn's own E[x^2] - mean^2 about zero
+        # cancels |mean|^2 / variance digits (iris + 1e8: negative variances, its ValueError)
         nk = nk + 10 * EPS64
         means = sx / nk[:, None]
-        cov = sxx / nk[:, None] - 2 * means * (sx / nk[:, None]) + means**2 + self.reg_covar
+        cov = sxx / nk[:, None] - means**2 + self.reg_covar
         if self.covariance_type == "spherical":
             cov = cov.mean(1)
         params = (nk / data.shape[0] if init_w is None else init_w, means + offset if init_m is None else init_m,
                   cov if init_p is None else 1.0 / np.asarray(init_p, np.float64))
         return tuple(torch.as_tensor(a, dtype=torch.float64).to(data.device) for a in params)
 
-    def _host_moments(self, X, random_state):
+    def _host_moments(self, X, random_state, center):
         """scikit-learn's initialization on the host, drawn from ``random_state`` in the same order:
-        the responsibilities' (n, s, u) in data coordinates (float64, in row blocks)."""
+        the responsibilities' (n, s, u) about ``center`` (float64, in row blocks)."""
         N, d = X.shape
         K = self.n_components
         if self.init_params in ("random_from_data", "k-means++"):  # one row per component: no pass over X
@@ -339,7 +358,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 indices = random_state.choice(N, size=K, replace=False)
             else:
                 _, indices = kmeans_plusplus(X, K, random_state=random_state)
-            sx = np.asarray(X[indices], np.float64)
+            sx = np.asarray(X[indices], np.float64) - center
             return np.ones(K), sx, sx * sx
         if self.init_params == "kmeans":
             labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X).labels_
@@ -349,7 +368,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d))
         for r0 in range(0, N, INIT_BLOCK_ROWS):
             r1 = min(N, r0 + INIT_BLOCK_ROWS)
-            resp, x = resp_rows(r0, r1), np.asarray(X[r0:r1], np.float64)
+            resp, x = resp_rows(r0, r1), np.asarray(X[r0:r1], np.float64) - center
             nk += resp.sum(0)
             sx += resp.T @ x
             sxx += resp.T @ (x * x)
@@ -377,9 +396,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             device, out_device = self._backend()[2], torch.device("cpu")
         K, d = self.means_.shape
         rows = max(1, (self.max_device_bytes or CPU_BLOCK_BYTES) // (16 * d + 24 * K))
-        w, m = (torch.as_tensor(a, device=device) for a in (self.weights_, self.means_))
+        w, m = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (self.weights_, self.means_))
         v = self.covariances_
-        v = torch.as_tensor(np.ascontiguousarray(np.broadcast_to(v[:, None], (K, d)) if v.ndim == 1 else v), device=device)
+        v = torch.as_tensor(np.ascontiguousarray(np.broadcast_to(v[:, None], (K, d)) if v.ndim == 1 else v),
+                            dtype=torch.float64, device=device)
         center = w @ m  # the mixture's mean: the expanded score is evaluated about it
 
         def blocks():
@@ -524,7 +544,13 @@ class _FitData:
     X: a host array (validated by scikit-learn, finiteness aside on the kernels' backends) or a
     tensor on the device (shape-checked). On the kernels' backends with X on the device, the copy
     (``transfer``) and the one read for validation and centering (``validation``) are timed on
-    ``clock``; :meth:`iterate` is one replay of :func:`kernels.fit`'s graph."""
+    ``clock``; :meth:`iterate` is one replay of :func:`kernels.fit`'s graph.
+
+    A float64 host array copied (or streamed) to the float32 kernels goes as X - ``origin``, ``origin``
+    the float64 mean of its first rows (streamed: of all rows), subtracted before the float32 rounding
+    so that data far from zero keeps its digits (iris + 1e8 in float32 has a spacing of 8). ``center``
+    is in those shifted coordinates, ``tensor`` in ``tensor_origin``'s, ``host()`` and :meth:`iterate`'s
+    parameters in X's own."""
 
     def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None):
         clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
@@ -532,6 +558,8 @@ class _FitData:
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
         self.precision = precision
         self._owned = False  # the tensor is the estimator's own copy (its cached graphs go with the fit)
+        self._host = None  # the host array a device copy was made from
+        origin = None
         if backend == "triton":
             resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, precision) == "two_pass" else 0)
             self.streamed = not isinstance(X, torch.Tensor) and max_device_bytes is not None and resident > max_device_bytes
@@ -545,7 +573,10 @@ class _FitData:
             with clock.phase("validation"):
                 if backend == "triton":
                     assert_all_finite(X, input_name="X")
-                self.center = torch.as_tensor(host_column_mean(X), device=device)
+                mean = host_column_mean(X)
+            if backend == "triton" and X.dtype == np.float64:  # chunks go to float32 as X - mean
+                origin, mean = mean, np.zeros(d)
+            self.center = torch.as_tensor(mean, device=device)
             self._std = None
         else:
             with clock.phase("transfer"):
@@ -553,13 +584,24 @@ class _FitData:
                     self.X = X if X.dtype == torch.float32 else X.to(torch.float32)
                     self._owned = self.X is not X
                 else:
-                    self.X = upload(X, device)
+                    if X.dtype == np.float64:  # non-finite entries are counted below: they give no origin
+                        origin = np.nan_to_num(np.asarray(X[:ORIGIN_ROWS]).mean(0), nan=0.0, posinf=0.0, neginf=0.0)
+                    self.X = upload(X, device, origin)
+                    self._host = X
                     self._owned = True
             with clock.phase("validation"):
                 self.center, self._std = column_moments(self.X)
             self.rows = N
+        self.origin = torch.zeros(d, dtype=torch.float64, device=device) if origin is None else torch.as_tensor(
+            origin, device=device)
+        self._chunk_origin = origin if self.streamed else None  # subtracted from each streamed chunk
         self.block = BlockStatistics(K, d, self.center, backend, algorithm, precision)
         self.algorithm = self.block.algorithm
+
+    @property
+    def tensor_origin(self) -> torch.Tensor:
+        """Where ``tensor``'s coordinates start in X's: the origin for a device copy, 0 for the host view."""
+        return torch.zeros_like(self.origin) if self.streamed else self.origin
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -567,7 +609,10 @@ class _FitData:
         return self.X if isinstance(self.X, torch.Tensor) else torch.from_numpy(np.require(self.X, requirements="W"))
 
     def host(self) -> np.ndarray:
-        """X on the host, for scikit-learn's initialization (a device copy goes back once)."""
+        """X on the host in X's own coordinates, for scikit-learn's initialization: the caller's host
+        array (the device copy of a device array goes back once)."""
+        if self._host is not None:
+            return self._host
         return self.X.cpu().numpy() if isinstance(self.X, torch.Tensor) else self.X
 
     def column_variance_mean(self) -> float:
@@ -576,26 +621,34 @@ class _FitData:
             return float((self._std**2).mean())
         X = self.X
         step = max(1, CPU_BLOCK_BYTES // (8 * X.shape[1]))
-        s2 = sum(np.square(np.asarray(X[r0 : r0 + step], np.float64) - self.center.cpu().numpy()).sum(0)
+        mean = (self.center + self.origin).cpu().numpy()
+        s2 = sum(np.square(np.asarray(X[r0 : r0 + step], np.float64) - mean).sum(0)
                  for r0 in range(0, X.shape[0], step))
         return float(np.mean(s2 / X.shape[0]))
 
     def statistics(self, w, m, v):
         if self.streamed:
-            return streamed_statistics(self.X, self.block, (w, m, v), self.rows, self.device, self.dtype)
+            return streamed_statistics(self.X, self.block, (w, m - self.origin, v), self.rows, self.device, self.dtype,
+                                       self._chunk_origin)
         return self.block(self.X, w, m, v)
 
     def iterate(self, w, m, v):
         """One EM iteration from (w, m, v (K, d)): (weights, means, variances (K, d), entries floored,
         ell at the incoming parameters as a float) -- a replay of the captured graph when X is on the device."""
         if self.backend == "triton" and not self.streamed:
-            r = em_fit(self.X, (w, m, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
+            r = em_fit(self.X, (w, m - self.origin, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
                        precision=self.precision, center=self.center)
             ll = r.log_likelihoods_host[0] if r.log_likelihoods_host is not None else float(r.log_likelihoods[0])
-            return r.weights, r.means, r.variances, r.n_floored, ll  # graphed: one host read per iteration
+            return r.weights, r.means + self.origin, r.variances, r.n_floored, ll  # graphed: one host read
         st = self.statistics(w, m, v)
         w, m, v, f = mstep_diag(st, self.shape[0], self.center, self.reg_covar)
-        return w, m, v, int(f), float(st.ll)
+        m = m + self.origin
+        ll, f, ok = torch.stack([st.ll, f.double(), well_defined(w, m, v).double()]).tolist()  # one host read
+        if not np.isfinite(ll) and self.backend == "triton":  # the float32 kernels left float32's range
+            raise Float32RangeError()
+        if not (ok and np.isfinite(ll)):
+            raise IllDefinedCovarianceError()
+        return w, m, v, int(f), ll
 
     def release(self) -> None:
         """Drop the graphs :func:`kernels.fit` cached for the estimator's own copy of X (they hold it)."""

@@ -9,6 +9,12 @@ arithmetic below runs in float64 on data centered in-kernel, and what rounding
 still leaves negative is floored at 0 before reg_covar is added, i.e.
 V >= reg_covar always. Every floored entry is counted and reported per fit
 (``n_floored``), so a floor that fires is never silent.
+
+A model the M-step cannot define -- a variance that is not finite or not > 0 (after
+reg_covar; reg_covar = 0 lets a collapsed component reach 0), or any parameter
+that is not finite -- is scikit-learn's ``ValueError`` with scikit-learn's advice
+(:class:`IllDefinedCovarianceError`, text from ``sklearn.mixture._gaussian_mixture.
+_compute_precision_cholesky``), never a NaN model.
 """
 from __future__ import annotations
 
@@ -16,6 +22,25 @@ import numpy as np
 import torch
 
 EPS64 = float(np.finfo(np.float64).eps)
+ILL_DEFINED_COVARIANCE = (
+    "Fitting the mixture model failed because some components have ill-defined empirical covariance (for instance "
+    "caused by singleton or collapsed samples). Try to decrease the number of components, increase reg_covar, or "
+    "scale the input data.")
+FLOAT32_ADVICE = " The numerical accuracy can also be improved by passing float64 data instead of float32."
+
+
+class IllDefinedCovarianceError(ValueError):
+    """scikit-learn's error for a model whose covariances cannot be inverted (its message; for float32
+    input scikit-learn adds :data:`FLOAT32_ADVICE`)."""
+
+    def __init__(self, float32_input: bool = False):
+        super().__init__(ILL_DEFINED_COVARIANCE + (FLOAT32_ADVICE if float32_input else ""))
+
+
+def well_defined(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor) -> torch.Tensor:
+    """() bool tensor on the parameters' device, no host sync: every parameter finite and every variance > 0."""
+    return torch.isfinite(weights).all() & torch.isfinite(means).all() & (variances > 0).all() & (
+        variances < float("inf")).all()
 
 
 def mstep(n: torch.Tensor, su: torch.Tensor, N: int, K: int, d: int, center: torch.Tensor, reg_covar: float):

@@ -5,6 +5,13 @@ center) and overwrites that component's weight, mean and variance, so the fit
 loop's parameter buffers are updated without a dozen torch launches and copies
 per iteration. It also stores ell into the iteration's slot and counts the
 floored variance entries (same rule and guard as :func:`kernels.mstep.mstep`).
+
+And it records the fit's first failure, so that a broken model is an error after
+the loop's one host read, not NaN parameters: ``failure`` holds the smallest
+:func:`failure_code` over iterations and components (:data:`NO_FAILURE` if none) --
+an E-step whose ell is not finite (the float32 score left float32's range), or an
+M-step whose weight, mean or variance is not finite or whose variance is not > 0
+(scikit-learn's ill-defined covariance).
 """
 from __future__ import annotations
 
@@ -14,13 +21,30 @@ import triton.language as tl
 
 from kernels.mstep import EPS64
 
+FLOAT64_MAX = 1.7976931348623157e308
+NO_FAILURE = 1 << 62  # exact as a double too (the status may be read back through a float64 buffer)
+ESTEP_NOT_FINITE, MSTEP_ILL_DEFINED = 1, 2
+
+
+def failure_code(iteration: int, kind: int) -> int:
+    """Ordered by iteration, then E-step before M-step: the smallest code is the first failure."""
+    return 2 * iteration + kind
+
+
+def decode_failure(code: int):
+    """(iteration, kind) of a :func:`failure_code`, or None for :data:`NO_FAILURE`."""
+    if code == NO_FAILURE:
+        return None
+    return (code - 1) // 2, ESTEP_NOT_FINITE if code % 2 else MSTEP_ILL_DEFINED
+
 
 @triton.jit
 def _mstep_kernel(
     n, su, ll, center,  # statistics (K_PAD,), (K_PAD, 2*D_PAD), (1,) f64; center (d,) f64
-    weights, means, variances, ll_out, floored,  # out: (K,), (K, d), (K, d), (1,) f64; floored (1,) int64 (added to)
-    N, K, d, reg_covar: tl.float64, guard: tl.float64,
-    D_PAD: tl.constexpr,
+    weights, means, variances, ll_out, floored, failure,  # out: (K,), (K, d), (K, d), (1,) f64; (1,) int64 (added
+    # to); failure (1,) int64 (lowered to this iteration's code where it fails)
+    N, K, d, reg_covar: tl.float64, guard: tl.float64, iteration, no_failure: tl.int64,
+    D_PAD: tl.constexpr, FINITE_MAX: tl.constexpr,
 ):
     k = tl.program_id(0)
     c = tl.arange(0, D_PAD)
@@ -30,20 +54,31 @@ def _mstep_kernel(
     mu = tl.load(su + k * (2 * D_PAD) + c, mask=ok, other=0.0) / denom
     spread = tl.load(su + k * (2 * D_PAD) + D_PAD + c, mask=ok, other=0.0) / denom - mu * mu
     negative = ok & (spread < 0.0)
-    tl.store(weights + k, nk / N)
-    tl.store(means + k * d + c, mu + tl.load(center + c, mask=ok, other=0.0), mask=ok)
-    tl.store(variances + k * d + c, tl.maximum(spread, 0.0) + reg_covar, mask=ok)
+    weight = nk / N
+    mean = mu + tl.load(center + c, mask=ok, other=0.0)
+    variance = tl.maximum(spread, 0.0) + reg_covar
+    tl.store(weights + k, weight)
+    tl.store(means + k * d + c, mean, mask=ok)
+    tl.store(variances + k * d + c, variance, mask=ok)
     tl.atomic_add(floored, tl.sum(negative.to(tl.int64), 0), sem="relaxed")
-    tl.store(ll_out, tl.load(ll), mask=k == 0)
+    ell = tl.load(ll)
+    tl.store(ll_out, ell, mask=k == 0)
+    # NaN fails every comparison; tl.maximum may drop a NaN spread, so the spread itself is checked
+    good = (tl.abs(spread) <= FINITE_MAX) & (tl.abs(mean) <= FINITE_MAX) & (variance > 0.0) & (variance <= FINITE_MAX)
+    n_bad = tl.sum((ok & ~good).to(tl.int32), 0) + (~(tl.abs(weight) <= FINITE_MAX)).to(tl.int32)
+    code = tl.where(~(tl.abs(ell) <= FINITE_MAX), 2 * iteration + 1, tl.where(n_bad > 0, 2 * iteration + 2, no_failure))
+    tl.atomic_min(failure, code.to(tl.int64), sem="relaxed")
 
 
 def mstep_into(n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor, N: int, center: torch.Tensor,
                reg_covar: float, weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor,
-               ll_out: torch.Tensor, floored: torch.Tensor) -> None:
+               ll_out: torch.Tensor, floored: torch.Tensor, failure: torch.Tensor, iteration: int) -> None:
     """New (weights, means, variances) written into those float64 buffers from the
-    padded float64 statistics; ``ll_out`` (1,) <- ll; ``floored`` (1,) int64 += entries floored."""
+    padded float64 statistics; ``ll_out`` (1,) <- ll; ``floored`` (1,) int64 += entries floored;
+    ``failure`` (1,) int64 <- min(itself, this ``iteration``'s :func:`failure_code`) where it fails."""
     K, d = means.shape
     d_pad = su.shape[1] // 2
-    _mstep_kernel[(K,)](n, su, ll, center, weights, means, variances, ll_out, floored,
-                        N, K, d, float(reg_covar), 10.0 * EPS64, D_PAD=d_pad, num_warps=1,
+    _mstep_kernel[(K,)](n, su, ll, center, weights, means, variances, ll_out, floored, failure,
+                        N, K, d, float(reg_covar), 10.0 * EPS64, iteration, NO_FAILURE, D_PAD=d_pad,
+                        FINITE_MAX=FLOAT64_MAX, num_warps=1,
                         enable_fp_fusion=False)  # no FMA contraction: the same roundings as kernels/mstep.py

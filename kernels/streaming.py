@@ -44,33 +44,41 @@ def chunk_bounds(N: int, rows: int) -> list[tuple[int, int]]:
     return [(r0, min(N, r0 + rows)) for r0 in range(0, N, rows)]
 
 
-def device_chunks(X: np.ndarray, rows: int, device: torch.device, dtype: torch.dtype = torch.float32):
-    """Yield consecutive row blocks of the host array X as contiguous ``dtype``
-    tensors on ``device``. A yielded CUDA chunk is valid until the next one is
-    requested: use it (launch the kernels) before advancing the generator."""
+def device_chunks(X: np.ndarray, rows: int, device: torch.device, dtype: torch.dtype = torch.float32,
+                  origin: np.ndarray | None = None):
+    """Yield consecutive row blocks of the host array X (minus ``origin`` (d,), subtracted in X's
+    dtype before the conversion, when given) as contiguous ``dtype`` tensors on ``device``. A yielded
+    CUDA chunk is valid until the next one is requested: use it (launch the kernels) before advancing
+    the generator."""
     if device.type == "cuda":
-        yield from _double_buffered(X, rows, device, dtype)
+        yield from _double_buffered(X, rows, device, dtype, origin)
         return
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     for r0, r1 in chunk_bounds(X.shape[0], rows):
-        yield torch.from_numpy(np.require(X[r0:r1], np_dtype, ["C", "W"]))  # torch wants writable memory
+        x = X[r0:r1] if origin is None else X[r0:r1] - origin
+        yield torch.from_numpy(np.require(x, np_dtype, ["C", "W"]))  # torch wants writable memory
 
 
-def _fill(dst: np.ndarray, src: np.ndarray, pool: ThreadPoolExecutor) -> None:
-    """dst[...] = src (with dtype conversion) in row slices on several threads: one
+def _fill(dst: np.ndarray, src: np.ndarray, pool: ThreadPoolExecutor, origin: np.ndarray | None = None) -> None:
+    """dst[...] = src (- origin) (with dtype conversion) in row slices on several threads: one
     thread's memcpy or memmap page-in is slower than the bus it feeds (NumPy releases
     the GIL while copying)."""
     step = -(-dst.shape[0] // FILL_THREADS)
-    for f in [pool.submit(np.copyto, dst[a : a + step], src[a : a + step]) for a in range(0, dst.shape[0], step)]:
+    if origin is None:
+        jobs = [pool.submit(np.copyto, dst[a : a + step], src[a : a + step]) for a in range(0, dst.shape[0], step)]
+    else:
+        jobs = [pool.submit(np.subtract, src[a : a + step], origin, out=dst[a : a + step], casting="same_kind")
+                for a in range(0, dst.shape[0], step)]
+    for f in jobs:
         f.result()
 
 
-def _double_buffered(X: np.ndarray, rows: int, device: torch.device, dtype: torch.dtype):
+def _double_buffered(X: np.ndarray, rows: int, device: torch.device, dtype: torch.dtype, origin=None):
     with ThreadPoolExecutor(FILL_THREADS) as pool:
-        yield from _double_buffered_with(X, rows, device, dtype, pool)
+        yield from _double_buffered_with(X, rows, device, dtype, pool, origin)
 
 
-def _double_buffered_with(X, rows, device, dtype, pool):
+def _double_buffered_with(X, rows, device, dtype, pool, origin=None):
     bounds = chunk_bounds(X.shape[0], rows)
     rows = min(rows, X.shape[0])
     d = X.shape[1]
@@ -84,7 +92,7 @@ def _double_buffered_with(X, rows, device, dtype, pool):
     def issue(i):
         b, (r0, r1) = i % 2, bounds[i]
         copied[b].synchronize()  # the host may overwrite pinned[b] only after its last copy left
-        _fill(pinned[b][: r1 - r0].numpy(), X[r0:r1], pool)
+        _fill(pinned[b][: r1 - r0].numpy(), X[r0:r1], pool, origin)
         with torch.cuda.stream(copy_stream):
             copy_stream.wait_event(consumed[b])  # chunk i-2's kernels are done with staged[b]
             staged[b][: r1 - r0].copy_(pinned[b][: r1 - r0], non_blocking=True)
@@ -105,10 +113,11 @@ def _double_buffered_with(X, rows, device, dtype, pool):
 
 
 def streamed_statistics(X: np.ndarray, block: BlockStatistics, params, rows: int, device: torch.device,
-                        dtype: torch.dtype = torch.float32) -> Statistics:
-    """Statistics of all rows of the host array X, summed in float64 over chunks of ``rows``."""
+                        dtype: torch.dtype = torch.float32, origin: np.ndarray | None = None) -> Statistics:
+    """Statistics of all rows of the host array X (of X - ``origin`` when given), summed in float64
+    over chunks of ``rows``."""
     total = None
-    for chunk in device_chunks(X, rows, device, dtype):
+    for chunk in device_chunks(X, rows, device, dtype, origin):
         st = block(chunk, *params)
         total = st if total is None else total.__iadd__(st)
     return total

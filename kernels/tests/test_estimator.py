@@ -17,15 +17,18 @@ import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, load_iris
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
 from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels import reference as ref
+from kernels.em import Float32RangeError
+from kernels.mstep import IllDefinedCovarianceError
 
 KERNEL_BACKEND = "triton" if torch.cuda.is_available() else "triton-interpreter"
 EXCLUDED_CHECKS = {"check_array_api_input"}
@@ -60,8 +63,11 @@ def test_excluded_checks_exist():
 
 def _tolerances(device):
     """(weights atol, means atol, covariances rtol, log-likelihood rtol): float64
-    rounding for the fallback, float32 statistics for the kernels."""
-    return (1e-12, 1e-9, 1e-9, 1e-11) if device == "cpu" else (2e-6, 2e-4, 2e-3, 1e-5)
+    rounding for the fallback, float32 statistics for the kernels. The fallback's ell: 1e-10,
+    as scikit-learn's initial variances cancel about zero (E[x^2] - mean^2) and ours about the
+    column mean: a k-means++ start (variance = reg_covar) differs by eps |x|^2 / reg_covar, and its
+    first ell by 2e-11 relative (measured)."""
+    return (1e-12, 1e-9, 1e-9, 1e-10) if device == "cpu" else (2e-6, 2e-4, 2e-3, 1e-5)
 
 
 def _pair(X, device, **kw):
@@ -252,17 +258,36 @@ def test_failed_refit_leaves_the_fitted_model_unchanged():
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(covariance_type="full"), "covariance_type must be one of"), (dict(n_components=0), "n_components"),
-    (dict(tol=-1.0), "tol"), (dict(reg_covar=float("nan")), "reg_covar"), (dict(init_params="kmeans+"), "init_params"),
-    (dict(device="tpu"), "device"), (dict(precision="bf16"), "precision"), (dict(algorithm="three_pass"), "algorithm"),
     (dict(weights_init=[0.5, 0.6, -0.1]), "range"), (dict(weights_init=[0.3, 0.3, 0.3]), "normalized"),
     (dict(means_init=np.zeros((3, 4))), "shape"), (dict(precisions_init=np.zeros((3, 5))), "positive"),
     (dict(covariance_type="spherical", precisions_init=np.ones((3, 5))), "shape"),
 ])
-def test_bad_parameters_are_value_errors(params, message):
+def test_bad_initial_parameters_are_value_errors(params, message):
     X = make_dataset(1023, 3, 5, seed=11).X.numpy()
     with pytest.raises(ValueError, match=message):
         GaussianMixture(**{"n_components": 3, **params}).fit(X)
+
+
+BAD_PARAMETERS = dict(
+    n_components=0, covariance_type="full", tol=-1.0, reg_covar=float("nan"), max_iter=-1, n_init=0,
+    init_params="kmeans+", weights_init="uniform", means_init="zeros", precisions_init="ones", random_state="seed",
+    warm_start="yes", verbose=-1, verbose_interval=0, device="tpu", algorithm="three_pass", precision="bf16",
+    max_device_bytes=0, init_backend="jax")
+
+
+def test_every_parameter_is_in_the_bad_value_list():
+    assert set(BAD_PARAMETERS) == set(GaussianMixture().get_params())
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PARAMETERS))
+def test_bad_parameters_are_invalid_parameter_errors(name):
+    """scikit-learn's own validation (_parameter_constraints): InvalidParameterError naming the parameter,
+    before any work; the estimator is left unfitted."""
+    X = make_dataset(1023, 3, 5, seed=11).X.numpy()
+    gm = GaussianMixture(**{"n_components": 3, name: BAD_PARAMETERS[name]})
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of GaussianMixture"):
+        gm.fit(X)
+    assert not hasattr(gm, "weights_")
 
 
 @pytest.mark.parametrize("method", ["predict", "predict_proba", "score", "score_samples", "bic", "aic", "sample"])
@@ -351,6 +376,7 @@ def test_torch_initial_parameters_are_the_m_step_of_their_responsibilities(init_
     """max_iter=0 returns the initial parameters: one float64 M-step on the responsibilities the
     torch initialization drew (k-means labels, seeds or rows: one-hot; random: normalized uniforms)."""
     X, _ = _separated(N=1023, K=3, d=4)
+    X = X.astype(np.float64)  # float64 attributes: the checks below are at float64's rounding
     gm = GaussianMixture(3, init_params=init_params, init_backend="torch", random_state=3, max_iter=0,
                          device="cpu").fit(X)
     assert gm.n_iter_ == 0 and gm.lower_bound_ == -np.inf
@@ -475,3 +501,135 @@ def test_gpu_initialization_agrees_with_scikit_learns_fit(init_params):
     assert ours.init_backend_ == "torch" and ours.backend_ == "triton" and ours.converged_
     assert adjusted_rand_score(theirs.predict(X), ours.predict(X)) >= 0.99
     assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-4)
+
+
+ILL_DEFINED = "ill-defined empirical covariance"
+
+
+def _sklearn_error(X, **kw):
+    """scikit-learn's ValueError on X, asserting it raises one."""
+    with pytest.raises(ValueError) as error:
+        SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    return error.value
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("max_iter", [0, 100])
+def test_iris_far_from_zero_fits_scikit_learns_model_of_iris(device, max_iter):
+    """iris + 1e8: scikit-learn's uncentered E[x^2] - mean^2 gives negative initial variances and its
+    ValueError; ours are about the column mean (and a float64 X goes to the float32 kernels minus a nearby
+    float64 origin), so the fit is scikit-learn's on iris, shifted by 1e8 -- positive covariances at
+    max_iter=0, the same iterations and lower bound after EM."""
+    X = load_iris().data
+    kw = dict(n_components=3, random_state=0, max_iter=max_iter)
+    assert ILL_DEFINED in str(_sklearn_error(X + 1e8, **kw))
+    ours = GaussianMixture(device=device, **kw).fit(X + 1e8)
+    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    assert (ours.covariances_ > 0).all()
+    if max_iter > 0:
+        assert (ours.predict(X + 1e8) == theirs.predict(X)).all()
+    ours.means_ = ours.means_ - 1e8  # for the comparison: the spacing of float64 at 1e8 is 1.5e-8
+    if max_iter == 0:
+        wt, mt, ct, _ = _tolerances(device)
+        np.testing.assert_allclose(ours.weights_, theirs.weights_, atol=wt, rtol=0)
+        np.testing.assert_allclose(ours.means_, theirs.means_, atol=max(mt, 1e-7), rtol=0)
+        np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=max(ct, 1e-6))
+        return
+    wt, mt, ct, lt = _tolerances(device)
+    assert ours.n_iter_ == theirs.n_iter_ and ours.converged_ == theirs.converged_
+    np.testing.assert_allclose(ours.weights_, theirs.weights_, atol=max(wt, 1e-7), rtol=0)
+    np.testing.assert_allclose(ours.means_, theirs.means_, atol=max(mt, 1e-6), rtol=0)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=max(ct, 1e-6))
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=max(lt, 1e-6))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("max_device_bytes", [None, 100 * 48])
+def test_synthetic_offset_fits_the_unshifted_model(device, max_device_bytes):
+    """A planted mixture moved by 1e6 in every feature, on the device at once or streamed in chunks: the
+    fit is scikit-learn's on the unshifted data, means moved by 1e6 (scikit-learn's own fit of the
+    shifted data is off: it cancels |x|^2 ~ 1e12)."""
+    X = make_dataset(1023, 4, 5, seed=21).X.double().numpy()
+    kw = dict(n_components=4, random_state=0, tol=1e-4)
+    ours = GaussianMixture(device=device, max_device_bytes=max_device_bytes, **kw).fit(X + 1e6)
+    assert (ours.rows_per_chunk_ is not None) == (max_device_bytes is not None or device == "cpu")
+    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    wt, mt, ct, lt = _tolerances(device)
+    assert ours.n_iter_ == theirs.n_iter_
+    np.testing.assert_allclose(ours.means_ - 1e6, theirs.means_, atol=max(mt, 1e-8), rtol=0)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=max(ct, 1e-7))
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=max(lt, 1e-9))
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_tiny_scale_fits_scikit_learns_model(device):
+    """iris * 1e-20: every variance is reg_covar's (the spread, ~1e-40, is below it), in float32 too."""
+    X = load_iris().data * 1e-20
+    ours, theirs = _pair(X, device, n_components=3, random_state=0)
+    _assert_same_fit(ours, theirs, device)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_huge_scale_is_scikit_learns_model_or_a_float32_range_error(device):
+    """iris * 1e20: float64 (the CPU fallback) gives scikit-learn's model; the float32 kernels' squared
+    spread (~1e40) overflows float32, which is a Float32RangeError (a ValueError) naming the remedies,
+    never a NaN model."""
+    X = load_iris().data * 1e20
+    kw = dict(n_components=3, random_state=0)
+    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    if device == "cpu":
+        ours = GaussianMixture(device=device, **kw).fit(X)
+        assert ours.n_iter_ == theirs.n_iter_ and ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-11)
+        for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+            np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-9)
+        return
+    gm = GaussianMixture(device=device, **kw)
+    with pytest.raises(Float32RangeError, match="float64"):
+        gm.fit(X)
+    assert isinstance(Float32RangeError(), ValueError) and not hasattr(gm, "weights_")
+
+
+def _collapsed(dtype):
+    """Three clusters in feature 0 and a feature that is 0 in every row: with reg_covar = 0 that
+    feature's variance is exactly 0 in every component (scikit-learn's E[x^2] - mean^2 as well)."""
+    X = make_dataset(600, 3, 2, seed=22).X.double().numpy()
+    X[:, 1] = 0.0
+    return X.astype(dtype)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_collapsed_feature_at_initialization_is_scikit_learns_error(device, dtype):
+    X = _collapsed(dtype)
+    kw = dict(n_components=3, random_state=0, reg_covar=0.0)
+    want = str(_sklearn_error(X, **kw))
+    gm = GaussianMixture(device=device, **kw)
+    with pytest.raises(IllDefinedCovarianceError) as error:
+        gm.fit(X)
+    assert str(error.value) == want and not hasattr(gm, "weights_")
+    assert ("float64 data instead of float32" in want) == (dtype == np.float32)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_collapse_in_an_m_step_is_scikit_learns_error(device):
+    """Initial parameters given (no pass over X), so the first M-step is where the zero variance appears:
+    scikit-learn raises there, and so does every backend (the kernels through the M-step's failure code)."""
+    X = _collapsed(np.float64)
+    kw = dict(n_components=3, reg_covar=0.0, weights_init=np.full(3, 1 / 3), means_init=X[[0, 1, 2]],
+              precisions_init=np.ones((3, 2)))
+    want = str(_sklearn_error(X, **kw))
+    with pytest.raises(IllDefinedCovarianceError) as error:
+        GaussianMixture(device=device, **kw).fit(X)
+    assert str(error.value) == want
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fitted_attributes_take_the_dtype_of_x(device, dtype):
+    X = make_dataset(1023, 3, 5, seed=23).X.double().numpy().astype(dtype)
+    ours, theirs = _pair(X, device, n_components=3, random_state=0)
+    for name in ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"):
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype == dtype, name
+    assert ours.predict_proba(X).dtype == np.float64
+    if device == "cpu":  # float64 arithmetic on float32 data: scikit-learn's float32 fit to its own rounding
+        np.testing.assert_allclose(ours.means_, theirs.means_, atol=1e-4)
