@@ -279,8 +279,8 @@ def main(argv=None) -> None:
             print(f"{shape}: tied / diag = {min(tied) / min(diag):.2f}x (target <= 1.5x)")
     one_pass_max, alg_ok, lift_min, flow_ok = implied_rule(rows)
     print(f"implied ONE_PASS_MAX_KD2 >= {one_pass_max} ({'consistent' if alg_ok else 'NOT a threshold: wins interleave'}), "
-          f"LIFT_MIN_D_PAD = {lift_min} ({'consistent' if flow_ok else 'NOT a threshold: wins interleave'}); "
-          f"kernels/full/config.py has {full_config.ONE_PASS_MAX_KD2}, {full_config.LIFT_MIN_D_PAD}")
+          f"lift faster from d_pad = {lift_min} ({'consistent' if flow_ok else 'NOT a threshold: wins interleave'}); "
+          f"kernels/full/config.py has ONE_PASS_MAX_KD2 = {full_config.ONE_PASS_MAX_KD2} and the products by default")
 
 
 if __name__ == "__main__":
