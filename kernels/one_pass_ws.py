@@ -46,7 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, sm_count, sum_bounded
-from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
+from kernels.two_pass_ws import row_tile_loader, tf32_high
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
 BLOCK_N = 64  # rows per tile: wgmma's M for the score
@@ -59,27 +59,6 @@ SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxShared
 MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
-
-
-@gluon.jit
-def _tf32_high(x):
-    return ((x.to(gl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(gl.float32, bitcast=True)
-
-
-@gluon.jit
-def _load(x_desc, ring, ready, empty, first, n_tiles, stride):
-    """Loader partition: each of this program's row tiles, twice, into the next free stage of the ring."""
-    stages: gl.constexpr = ring.type.shape[0]
-    block_n: gl.constexpr = x_desc.block_type.shape[0]  # a stage holds the tile twice: (2 * block_n, D_PAD)
-    i = 0
-    for tile in range(first, n_tiles, stride):
-        stage = i % stages
-        mbarrier.wait(empty.index(stage), ((i // stages) & 1) ^ 1)  # a fresh barrier passes phase 1
-        mbarrier.expect(ready.index(stage), 2 * x_desc.block_type.nbytes)
-        for copy in gl.static_range(2):
-            tma.async_copy_global_to_shared(x_desc, [tile * block_n, 0], ready.index(stage),
-                                            ring.index(stage).slice(copy * block_n, block_n))
-        i += 1
 
 
 @gluon.jit
@@ -147,9 +126,9 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d (TMA's fill)
         lin = gl.where(col_ok, both.slice(0, BLOCK_N).load(a_op) - c, 0.0)
         sq = lin * lin
-        lin_hi = _tf32_high(lin)
+        lin_hi = tf32_high(lin)
         lin_lo = lin - lin_hi
-        sq_hi = _tf32_high(sq)
+        sq_hi = tf32_high(sq)
         sq_lo = sq - sq_hi
 
         turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
@@ -170,7 +149,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         g = p * gl.where(row_ok, 1.0 / lam, 0.0)[:, None]
         n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
         ll_run += gl.where(row_ok, m + gl.log(lam), 0.0).to(gl.float64)
-        g_hi = _tf32_high(g)
+        g_hi = tf32_high(g)
         if SHARED_GAMMA:  # the other consumer's statistics products have read the buffer
             gamma_turns = _take_turn(gamma_free, gamma_turns, CONSUMER, True)
         gh_smem.store(g_hi)
@@ -179,7 +158,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
         xt = gl.where(lane_ok, lifted_t.load(a_op) - c_t, 0.0)  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
         xt = gl.where(squared, xt * xt, xt)
-        xt_hi = _tf32_high(xt)
+        xt_hi = tf32_high(xt)
         xt_lo = xt - xt_hi
         fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
         mbarrier.arrive(empty.index(stage), count=1)  # both A operands are in registers: the stage is free
@@ -232,7 +211,7 @@ def _one_pass_kernel_ws(
     w_smem = gl.allocate_shared_memory(gl.float32, [4, K_PAD, D_PAD], w_layout)
     for half in gl.static_range(2):
         w = gl.load(W + (half * D_PAD + lanes)[None, :] * K_PAD + kk[:, None])
-        w_hi = _tf32_high(w)
+        w_hi = tf32_high(w)
         w_smem.index(2 * half).store(w_hi)
         w_smem.index(2 * half + 1).store(w - w_hi)
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
@@ -250,7 +229,7 @@ def _one_pass_kernel_ws(
                     d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
                     d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
-        (_load, (x_desc, ring, ready, empty, first, n_tiles, stride)),
+        (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 

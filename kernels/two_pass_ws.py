@@ -35,13 +35,15 @@ LOADER_REGISTERS = 24
 
 
 @gluon.jit
-def _tf32_high(x):
+def tf32_high(x):
+    """x's TF32 high half (kernels.tf32x3.tf32_high for Gluon, which cannot call a triton.jit function)."""
     return ((x.to(gl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(gl.float32, bitcast=True)
 
 
 @gluon.jit
-def _loader(x_desc, ring, ready, empty, first, n_tiles, stride):
-    """Worker partition: each of this program's row tiles, twice, into the next free stage."""
+def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
+    """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles, twice, into the
+    next free stage of the ring."""
     stages: gl.constexpr = ring.type.shape[0]
     block_n: gl.constexpr = x_desc.block_type.shape[0]  # a stage holds the tile twice: (2 * block_n, D_PAD)
     i = 0
@@ -100,9 +102,9 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
 
         lin = gl.where(col_ok, x - c[None, :], 0.0)
         sq = lin * lin
-        lin_hi = _tf32_high(lin)
+        lin_hi = tf32_high(lin)
         lin_lo = lin - lin_hi
-        sq_hi = _tf32_high(sq)
+        sq_hi = tf32_high(sq)
         sq_lo = sq - sq_hi
         # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as pass 1 scores: the same
         # sums in the same order, so S - L stays <= 0. Taken lane half by lane half, the fit at 1M_4096_32 went
@@ -117,7 +119,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
 
         g = gl.where(row_ok[:, None], gl.exp(s + bias - Lr), 0.0)
         n_acc += gl.sum(g, 0)
-        g_hi = _tf32_high(g)
+        g_hi = tf32_high(g)
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
         fence_async_shared()
@@ -126,7 +128,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
             xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
             xl = gl.where(lane_ok, xt - c_t, 0.0)
             xl = gl.where(squared, xl * xl, xl)
-            xt_hi = _tf32_high(xl)
+            xt_hi = tf32_high(xl)
             xt_lo = xl - xt_hi
             g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
             g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
@@ -168,7 +170,7 @@ def _statistics_kernel_ws(
     w_smem = gl.allocate_shared_memory(gl.float32, [4, BLOCK_K, D_PAD], w_layout)
     for half in gl.static_range(2):
         w = gl.load(W + (half * D_PAD + lanes)[None, :] * K_PAD + kk[:, None])
-        w_hi = _tf32_high(w)
+        w_hi = tf32_high(w)
         w_smem.index(2 * half).store(w_hi)
         w_smem.index(2 * half + 1).store(w - w_hi)
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
@@ -180,7 +182,7 @@ def _statistics_kernel_ws(
     n, su = gl.warp_specialize([
         (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, N, d, split, n_tiles, n_splits, comp0,
                     BLOCK_N, BLOCK_K, D_PAD)),
-        (_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
+        (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
 
     mma: gl.constexpr = su.type.layout
