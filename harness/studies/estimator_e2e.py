@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from harness import env
+from harness.studies.measure import time_ms
 from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels.column_sums import column_sums
@@ -50,19 +51,11 @@ def _timed_fit(gm, X):
 
 
 def _validation_ms(X, reps=20):
-    """(column_moments ms, column_sums kernel ms): minimum over reps, CUDA events."""
+    """(column_moments ms, column_sums kernel ms): minimum over reps after one warm-up call, CUDA events."""
     out = []
     for fn in (lambda: column_moments(X), lambda: column_sums(X)):
         fn()
-        best = float("inf")
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            best = min(best, a.elapsed_time(b))
-        out.append(best)
+        out.append(time_ms(fn, reps))
     return out
 
 
