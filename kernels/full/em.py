@@ -20,7 +20,7 @@ import torch
 
 from kernels.em import PRECISIONS, check_data, data_center
 from kernels.full import config as full_config
-from kernels.full.loop import GraphedLoop, cached
+from kernels.full.loop import GraphedFit, cached
 from kernels.full.one_pass import one_pass_statistics
 from kernels.full.parameters import (DATAFLOWS, feature_pairs, mstep_full, padded_sizes, score_parameters,
                                      unpack_statistics)
@@ -187,31 +187,11 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
     return StepResult(new_w, new_m, cov, new_U, ll, algorithm, dataflow)
 
 
-class _GraphedFit:
-    """Static buffers of one (X, settings) and the graph of n_iter iterations over them."""
-
-    def __init__(self, X, sample_weight, K, n_iter, ws, algorithm, dataflow, precision, reg_covar, cfg):
-        d, dev, f64 = X.shape[1], X.device, torch.float64
-        self.state = [torch.ones(K, dtype=f64, device=dev), torch.zeros(K, d, dtype=f64, device=dev),
-                      torch.zeros(K, d, d, dtype=f64, device=dev), torch.eye(d, dtype=f64, device=dev).repeat(K, 1, 1)]
-        self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
-        self.ok = torch.ones((), dtype=torch.bool, device=dev)
-        self.ws = ws
-
-        def body():
-            self.ok.fill_(True)
-            _iterate(X, sample_weight, self.state, self.ws, self.lls, self.ok, algorithm, dataflow, precision,
-                     reg_covar, cfg)
-
-        self.loop = GraphedLoop(body, dev)
-
-    def run(self, weights, means, U, center64):
-        for buf, value in zip(self.state[:2] + self.state[3:], (weights, means, U)):
-            buf.copy_(value)
-        self.ws.center64.copy_(center64)
-        self.ws.center[: center64.shape[0]].copy_(center64)
-        self.loop.replay()
-        return [t.clone() for t in self.state], self.lls.clone(), bool(self.ok)
+def _state(K, d, dev):
+    """The graphed loop's parameter buffers: weights, means, covariances, precisions Cholesky."""
+    f64 = torch.float64
+    return [torch.ones(K, dtype=f64, device=dev), torch.zeros(K, d, dtype=f64, device=dev),
+            torch.zeros(K, d, d, dtype=f64, device=dev), torch.eye(d, dtype=f64, device=dev).repeat(K, 1, 1)]
 
 
 def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
@@ -229,7 +209,8 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
     if graphed:
         key = (X.data_ptr(), tuple(X.shape), X.device, None if sw is None else sw.data_ptr(), K, n_iter, algorithm,
                dataflow, precision, reg_covar, cfg)
-        g = cached(key, lambda: _GraphedFit(X, sw, K, n_iter, ws, algorithm, dataflow, precision, reg_covar, cfg))
+        g = cached(key, lambda: GraphedFit(_state(K, X.shape[1], X.device), n_iter, ws, lambda state, lls, ok: _iterate(
+            X, sw, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg)))
         state, lls, ok = g.run(weights, means, U, ws.center64)
     else:
         state = [weights.clone(), means.clone(), torch.zeros(K, X.shape[1], X.shape[1], dtype=torch.float64,

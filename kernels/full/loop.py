@@ -29,6 +29,32 @@ class GraphedLoop:
         self.graph.replay()
 
 
+class GraphedFit:
+    """The static buffers of one (X, settings) fit -- ``state`` = [weights, means, covariances, precisions
+    Cholesky], ell per iteration, the ok flag -- and the graph of ``iterate(state, lls, ok)`` over them (the
+    full and the tied loop alike). ``ws`` is the workspace whose center the loop reads."""
+
+    def __init__(self, state, n_iter, ws, iterate):
+        dev = state[0].device
+        self.state, self.ws = state, ws
+        self.lls = torch.zeros(n_iter, dtype=torch.float64, device=dev)
+        self.ok = torch.ones((), dtype=torch.bool, device=dev)
+
+        def body():
+            self.ok.fill_(True)
+            iterate(self.state, self.lls, self.ok)
+
+        self.loop = GraphedLoop(body, dev)
+
+    def run(self, weights, means, U, center64):
+        for buf, value in zip(self.state[:2] + self.state[3:], (weights, means, U)):
+            buf.copy_(value)
+        self.ws.center64.copy_(center64)
+        self.ws.center[: center64.shape[0]].copy_(center64)
+        self.loop.replay()
+        return [t.clone() for t in self.state], self.lls.clone(), bool(self.ok)
+
+
 def cached(key, build):
     """The cached object for ``key``, made by ``build()`` on a miss (at most a few kept: each holds a graph
     and its buffers)."""

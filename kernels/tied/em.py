@@ -20,10 +20,10 @@ import math
 
 import torch
 
-from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
-from kernels.em import PRECISIONS, check_data, data_center
+from kernels.dispatch import launch_config
+from kernels.em import check_data, data_center, resolve_algorithm
 from kernels.full.em import FitResult, StepResult, check_parameters, check_sample_weight
-from kernels.full.loop import GraphedLoop, cached
+from kernels.full.loop import GraphedFit, cached
 from kernels.full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
 from kernels.lift import SENTINEL
 from kernels.reference_full import ILL_DEFINED_COVARIANCE
@@ -101,23 +101,13 @@ def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, precision, reg_cov
         ok &= new[4]
 
 
-def resolve(K, d, algorithm, precision):
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if algorithm == "auto":
-        return choose_algorithm(K, d)
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
-    return algorithm
-
-
 def _prepared(X, init, sample_weight, algorithm, precision, center, config):
     check_data(X)
     weights, means, U = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, U, tied=True)
     sample_weight = check_sample_weight(X, sample_weight)
     K, d = means.shape
-    algorithm = resolve(K, d, algorithm, precision)
+    algorithm = resolve_algorithm(K, d, algorithm, precision)  # diag's rule and tiles
     cfg = config or launch_config(algorithm, K, d)
     ws = Workspace(X, K, algorithm, data_center(X, center), sample_weight)
     return weights, means, U, sample_weight, algorithm, cfg, ws
@@ -144,28 +134,11 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
     return StepResult(new_w, new_m, cov, new_U, ll, algorithm, "whitened")
 
 
-class _GraphedFit:
-    def __init__(self, X, sample_weight, K, n_iter, ws, algorithm, precision, reg_covar, cfg):
-        d, dev, f64 = X.shape[1], X.device, torch.float64
-        self.state = [torch.ones(K, dtype=f64, device=dev), torch.zeros(K, d, dtype=f64, device=dev),
-                      torch.zeros(d, d, dtype=f64, device=dev), torch.eye(d, dtype=f64, device=dev)]
-        self.lls = torch.zeros(n_iter, dtype=f64, device=dev)
-        self.ok = torch.ones((), dtype=torch.bool, device=dev)
-        self.ws = ws
-
-        def body():
-            self.ok.fill_(True)
-            _iterate(X, sample_weight, self.state, self.ws, self.lls, self.ok, algorithm, precision, reg_covar, cfg)
-
-        self.loop = GraphedLoop(body, dev)
-
-    def run(self, weights, means, U, center64):
-        for buf, value in zip(self.state[:2] + self.state[3:], (weights, means, U)):
-            buf.copy_(value)
-        self.ws.center64.copy_(center64)
-        self.ws.center[: center64.shape[0]].copy_(center64)
-        self.loop.replay()
-        return [t.clone() for t in self.state], self.lls.clone(), bool(self.ok)
+def _state(K, d, dev):
+    """The graphed loop's parameter buffers: weights, means, covariances, precisions Cholesky."""
+    f64 = torch.float64
+    return [torch.ones(K, dtype=f64, device=dev), torch.zeros(K, d, dtype=f64, device=dev),
+            torch.zeros(d, d, dtype=f64, device=dev), torch.eye(d, dtype=f64, device=dev)]
 
 
 def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
@@ -181,7 +154,8 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
     if graphed:
         key = ("tied", X.data_ptr(), tuple(X.shape), X.device, None if sw is None else sw.data_ptr(), K, n_iter,
                algorithm, precision, reg_covar, cfg)
-        g = cached(key, lambda: _GraphedFit(X, sw, K, n_iter, ws, algorithm, precision, reg_covar, cfg))
+        g = cached(key, lambda: GraphedFit(_state(K, X.shape[1], X.device), n_iter, ws, lambda state, lls, ok: _iterate(
+            X, sw, state, ws, lls, ok, algorithm, precision, reg_covar, cfg)))
         g.ws.scatter64.copy_(ws.scatter64)
         state, lls, ok = g.run(weights, means, U, ws.center64)
     else:
