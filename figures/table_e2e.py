@@ -12,9 +12,9 @@ bound); other failures and unavailable arms read their status. Writes e2e.md bes
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from figures import csv_to_figure_cli
 from figures.table1 import shape_label, sorted_rows, speedup_text
 from harness.results import read_csv
 
@@ -93,12 +93,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", type=Path)
-    ap.add_argument("--out-dir", type=Path)
-    a = ap.parse_args(argv)
-    for p in render(a.csv, a.out_dir):
-        print(p)
+    csv_to_figure_cli(render, __doc__, argv)
 
 
 if __name__ == "__main__":
