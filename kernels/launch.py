@@ -3,8 +3,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 import torch
+
+# TURBO_GMM_HOPPER_KERNELS=0 switches the Hopper-only (Gluon, warp-specialized) kernels off: every sweep then takes
+# the portable Triton kernels, the path a non-Hopper GPU (an A100) takes, so one H200 tests both paths.
+HOPPER_KERNELS_SWITCH = "TURBO_GMM_HOPPER_KERNELS"
+
+
+def hopper_kernels_switched_off() -> str | None:
+    """Why the Hopper-only kernels may not run (None when they may): the switch above, read at each call."""
+    if os.environ.get(HOPPER_KERNELS_SWITCH, "1") == "0":
+        return f"the Hopper-only kernels are switched off ({HOPPER_KERNELS_SWITCH}=0)"
+    return None
+
 
 INTERPRETER_PROGRAMS = 3  # programs the CPU interpreter runs: few, but > 1 so atomics are exercised
 

@@ -45,7 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import SUM_TILES, sm_count, sum_bounded
+from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded
 from kernels.two_pass_ws import row_tile_loader, tf32_high
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
@@ -258,6 +258,8 @@ def refusal(X, W, precision: str = "tf32x3") -> str | None:
     """Why this kernel cannot take the sweep (None when it can): tf32x3, d_pad = 32 with d a multiple of 4
     (TMA's 16-byte row stride, rows contiguous), K_pad <= 128, a Hopper GPU."""
     d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
+    if (off := hopper_kernels_switched_off()) is not None:
+        return off
     if precision != "tf32x3":
         return f"the warp-specialized one-pass kernel computes tf32x3 only; got precision {precision!r}"
     if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or k_pad not in K_PADS:

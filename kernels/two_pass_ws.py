@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import statistics_pass_grid
+from kernels.launch import hopper_kernels_switched_off, statistics_pass_grid
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
@@ -196,6 +196,8 @@ def refusal(X, W, cfg) -> str | None:
     """Why this kernel cannot take the pass (None when it can): d_pad = 32 with d a multiple of 4 (TMA's
     16-byte row stride, rows contiguous), component tiles of 32 or 64 dividing K_pad, a Hopper GPU."""
     d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
+    if (off := hopper_kernels_switched_off()) is not None:
+        return off
     if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or cfg.block_k not in (32, 64) or k_pad % cfg.block_k:
         return (f"the warp-specialized pass 2 takes d_pad = 32 with d a multiple of 4 (rows contiguous) and "
                 f"component tiles of 32 or 64 dividing K_pad; got d = {d}, K_pad = {k_pad}, block_k = {cfg.block_k}")

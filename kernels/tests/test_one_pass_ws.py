@@ -185,3 +185,20 @@ def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
         assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
         assert ows.shared_bytes(k, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
     assert ows.shared_bytes(128, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
+
+
+@pytest.mark.parametrize("module", ["one_pass_ws", "two_pass_ws"])
+def test_the_hopper_switch_turns_each_ws_kernel_off_and_says_so(module, monkeypatch):
+    """TURBO_GMM_HOPPER_KERNELS=0 is the first refusal of both warp-specialized kernels (even where they would run),
+    and unset or 1 leaves their own refusals in place."""
+    import importlib
+
+    from kernels.launch import HOPPER_KERNELS_SWITCH, LaunchConfig
+
+    refusal = importlib.import_module(f"kernels.{module}").refusal
+    X, W = torch.zeros(10, 32), torch.zeros(64, 64)
+    args = (X, W, "tf32x3") if module == "one_pass_ws" else (X, W, LaunchConfig(block_k=64))
+    monkeypatch.setenv(HOPPER_KERNELS_SWITCH, "0")
+    assert HOPPER_KERNELS_SWITCH in refusal(*args)
+    monkeypatch.setenv(HOPPER_KERNELS_SWITCH, "1")
+    assert HOPPER_KERNELS_SWITCH not in refusal(*args) and "Hopper GPU" in refusal(*args)
