@@ -10,7 +10,9 @@ runs on torch's current stream.
 
 Protocol: DIAG, ``warm_start=true`` from the shared init (variances, not precisions),
 ``max_iter = n_iter`` and ``tol = 0`` (cuVS stops on ``|lb - prev| < tol``, never true
-at 0), ``n_init = 1``, the harness's ``reg_covar``. fp32 throughout; cuVS uses its own
+at 0), ``n_init = 1``, the harness's ``reg_covar``. Full covariances (``covariance_type="full"``):
+``covariance_type::FULL`` with the shared init's (K, d, d) covariances as the warm start, written
+back in place; not run yet (the GPU image has no cuVS wheels). fp32 throughout; cuVS uses its own
 cuBLAS handle, unaffected by torch's TF32 flags (default math, no TF32).
 
 End to end (``prepare_e2e``, the e2e protocol): the same call with ``warm_start=false``, so cuVS
@@ -61,6 +63,7 @@ from pathlib import Path
 from kernels.records import Fit, Init
 
 MEMORY = "arm"
+COVARIANCE_TYPES = ("diag", "full")
 SHIM_SOURCE = Path(__file__).with_name("cuvs_shim.cpp")
 CXXFLAGS = ("-std=c++20", "-O2", "-fPIC", "-DRAFT_SYSTEM_LITTLE_ENDIAN=1", "-Wno-deprecated-declarations")
 WHEEL_PACKAGES = {  # import name -> pip distribution
@@ -276,7 +279,7 @@ def _load_shim() -> ctypes.CDLL:
     shim.turbo_cuvs_session_create.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_size_t]
     shim.turbo_cuvs_session_destroy.argtypes = [c.c_void_p, c.c_char_p, c.c_size_t]
     shim.turbo_cuvs_gmm_fit.argtypes = (
-        [c.c_void_p] * 9 + [c.c_int64, c.c_int64, c.c_int, c.c_int, c.c_double, c.c_double, c.c_int]
+        [c.c_void_p] * 9 + [c.c_int64, c.c_int64, c.c_int, c.c_int, c.c_int, c.c_double, c.c_double, c.c_int]
         + [c.POINTER(c.c_float), c.POINTER(c.c_int), c.POINTER(c.c_int), c.POINTER(c.c_int64), c.c_char_p, c.c_size_t]
     )
     for fn in (shim.turbo_cuvs_session_create, shim.turbo_cuvs_session_destroy, shim.turbo_cuvs_gmm_fit):
@@ -341,8 +344,9 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
     shim = _load_shim()
     session = _Session(shim)
     dev = X.device
+    full = opts.get("covariance_type", "diag") == "full"  # covariance_type::FULL: (K, d, d) covariances
     w0, m0, v0 = (torch.as_tensor(a, dtype=torch.float32, device=dev).contiguous()
-                  for a in (init.weights, init.means, init.variances))
+                  for a in (init.weights, init.means, init.covariances if full else init.variances))
     w, m, v = torch.empty_like(w0), torch.empty_like(m0), torch.empty_like(v0)
     pchol, prec = torch.empty_like(v0), torch.empty_like(v0)
     labels = torch.empty(N, dtype=torch.int32, device=dev)
@@ -357,7 +361,7 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
         stream = torch.cuda.current_stream(dev).cuda_stream
         rc = shim.turbo_cuvs_gmm_fit(
             session.ptr, stream, X.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), pchol.data_ptr(),
-            prec.data_ptr(), labels.data_ptr(), N, d, K, max_iter, reg_covar, 0.0, 1,
+            prec.data_ptr(), labels.data_ptr(), N, d, K, int(full), max_iter, reg_covar, 0.0, 1,
             ctypes.byref(lb), ctypes.byref(it), ctypes.byref(conv), ctypes.byref(peak), session.err, len(session.err))
         if rc:
             raise RuntimeError(f"cuvs::cluster::gmm::fit: {session.err.value.decode()}")
@@ -373,7 +377,7 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
             best = min(best, (time.perf_counter() - t0) * 1e3)
         return best
 
-    info = {"algorithm": "cuvs::cluster::gmm::fit (DIAG, warm start, tol=0)", "precision": "fp32",
+    info = {"algorithm": f"cuvs::cluster::gmm::fit ({'FULL' if full else 'DIAG'}, warm start, tol=0)", "precision": "fp32",
             "cuvs_version": importlib.metadata.version("libcuvs-cu13")}
     overhead_reps = int(opts.get("overhead_reps", 3))
     if overhead_reps > 0:  # untimed: what one fit spends outside its EM loop (module docstring)
@@ -384,9 +388,12 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
 
     def run() -> Fit:
         fit(n_iter)
-        return Fit(weights=w.clone(), means=m.clone(), variances=v.clone(), n_iter=it.value,
-                   info=dict(info, lower_bound=lb.value, converged=bool(conv.value), rmm_peak_bytes=peak.value,
-                             held_bytes=held))
+        facts = dict(info, lower_bound=lb.value, converged=bool(conv.value), rmm_peak_bytes=peak.value,
+                     held_bytes=held)
+        if full:
+            return Fit(weights=w.clone(), means=m.clone(), variances=None, n_iter=it.value, info=facts,
+                       covariances=v.clone())
+        return Fit(weights=w.clone(), means=m.clone(), variances=v.clone(), n_iter=it.value, info=facts)
 
     return run
 
@@ -418,7 +425,7 @@ def prepare_e2e(X_host, X_device, K, opts):
         stream = torch.cuda.current_stream(dev).cuda_stream
         rc = shim.turbo_cuvs_gmm_fit(
             session.ptr, stream, X.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), pchol.data_ptr(),
-            prec.data_ptr(), labels.data_ptr(), N, d, K, int(opts["max_iter"]), float(opts["reg_covar"]),
+            prec.data_ptr(), labels.data_ptr(), N, d, K, 0, int(opts["max_iter"]), float(opts["reg_covar"]),
             float(opts["tol"]), 0, ctypes.byref(lb), ctypes.byref(it), ctypes.byref(conv), ctypes.byref(peak),
             session.err, len(session.err))
         if rc:

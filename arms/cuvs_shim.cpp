@@ -91,9 +91,10 @@ int turbo_cuvs_session_destroy(void* session, char* err, std::size_t errlen)
   }
 }
 
-// One call of cuvs::cluster::gmm::fit (float, DIAG) on raw device pointers.
-//   X (N, d) row-major; weights (K); means (K, d); covariances (K, d) = variances, all
-//   in/out; precisions_chol, precisions (K, d) and labels (N, int32) are outputs.
+// One call of cuvs::cluster::gmm::fit (float, DIAG or FULL) on raw device pointers.
+//   X (N, d) row-major; weights (K); means (K, d); covariances (K, d) = variances (DIAG) or
+//   (K, d, d) row-major (full != 0: covariance_type::FULL), all in/out; precisions_chol,
+//   precisions (the covariances' shape) and labels (N, int32) are outputs.
 //   warm_start != 0: the incoming weights/means/covariances are the initialization (Table 1);
 //   0: cuVS's own default initialization (params::init's default, n_init = 1; the end-to-end fit).
 // Runs exactly max_iter EM iterations when tol <= 0 (cuVS stops on |lb - prev| < tol),
@@ -112,6 +113,7 @@ int turbo_cuvs_gmm_fit(void* session,
                        std::int64_t N,
                        std::int64_t d,
                        int K,
+                       int full,
                        int max_iter,
                        double reg_covar,
                        double tol,
@@ -130,7 +132,9 @@ int turbo_cuvs_gmm_fit(void* session,
                                     cuda::stream_ref{static_cast<cudaStream_t>(stream)});
     cuvs::cluster::gmm::params p;
     p.n_components = K;
-    p.cov_type     = cuvs::cluster::gmm::covariance_type::DIAG;
+    p.cov_type     = full != 0 ? cuvs::cluster::gmm::covariance_type::FULL
+                                : cuvs::cluster::gmm::covariance_type::DIAG;
+    const std::int64_t cov_size = full != 0 ? K * d * d : K * d;
     p.tol          = tol;
     p.reg_covar    = reg_covar;
     p.max_iter     = max_iter;
@@ -145,9 +149,9 @@ int turbo_cuvs_gmm_fit(void* session,
       raft::make_device_matrix_view<const float, std::int64_t>(X, N, d),
       raft::make_device_vector_view<float, std::int64_t>(weights, K),
       raft::make_device_matrix_view<float, std::int64_t>(means, K, d),
-      raft::make_device_vector_view<float, std::int64_t>(covariances, K * d),
-      raft::make_device_vector_view<float, std::int64_t>(precisions_chol, K * d),
-      raft::make_device_vector_view<float, std::int64_t>(precisions, K * d),
+      raft::make_device_vector_view<float, std::int64_t>(covariances, cov_size),
+      raft::make_device_vector_view<float, std::int64_t>(precisions_chol, cov_size),
+      raft::make_device_vector_view<float, std::int64_t>(precisions, cov_size),
       raft::make_device_vector_view<int, std::int64_t>(labels, N),
       raft::make_host_scalar_view<float>(lower_bound),
       raft::make_host_scalar_view<int>(n_iter),

@@ -23,6 +23,15 @@ slab end), writes the result to a cache file and imports it;
 ``arms.flash_gmm_bf16`` imports the file as released. Each edit's anchor must
 occur exactly once, or loading fails naming the edit.
 
+Full covariances (``covariance_type="full"``): their ``flash_gmm_full_h100.py`` (the full-covariance
+update, 1031da0c, in the pinned commit), ``flash_gmm_estep_full(X, mu, prec_chol, log_pi) -> (logZ, Nk,
+mu_acc, sig_outer)`` with ``prec_chol`` the lower Cholesky factor of each precision and ``sig_outer`` the
+uncentered second moments; two launches (row normalizers, then atomic-add statistics), one fixed config
+(BLOCK_N 256, BLOCK_K 64, 8 warps, 3 stages), no autotuner. The arm's M-step (:func:`full_mstep`, fp32, no
+floor but reg_covar) is the diagonal one's with Sigma_k = sig_outer_k / Nk - mu_k mu_k^T + reg_covar I. As
+released every ``tl.dot`` operand is bf16; ``flash_gmm`` applies :data:`TF32X3_FULL_EDITS` (fp32 operands,
+tf32x3 dots), ``flash_gmm_bf16`` imports it as released. No slab edit: its pass 2 tiles rows without slabs.
+
 Autotune: ``options.autotune`` = ``published`` (their lists) or ``widened``
 (their lists plus :data:`WIDENED_EXTRA`, the small blocks fp32 needs at d=128,
 as the paper did), installed on their ``Autotuner`` objects at run time. Their
@@ -44,12 +53,15 @@ import torch
 from kernels.records import Fit, Init
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SRC = "third_party/Flash-GMM"
 KERNEL_FILE = "flash_gmm_diag_h100.py"
 PINNED_COMMIT = "f3077ffe5d7e2522b9a1db8be1698ca5435d9609"
 ENTRY = "flash_gmm_estep_diag"
 PASS_KERNELS = {"pass1": "_diag_lse_kernel", "pass2": "_diag_split_k_accum"}
+FULL_KERNEL_FILE = "flash_gmm_full_h100.py"
+FULL_ENTRY = "flash_gmm_estep_full"
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,32 @@ TF32X3_EDITS: tuple[Edit, ...] = (
     ),
 )
 
+_FULL_SCORE = "v_d2 = tl.dot(x_bf, tl.trans(LT_d2), out_dtype=tl.float32)"
+_FULL_SCORE_TF32X3 = 'v_d2 = tl.dot(x_bf, tl.trans(LT_d2), out_dtype=tl.float32, input_precision="tf32x3")'
+TF32X3_FULL_EDITS: tuple[Edit, ...] = (
+    Edit("host-fp32-factors", "LT_bf = LT.to(torch.bfloat16).contiguous()",
+         "LT_bf = LT.contiguous()  # turbo-gmm: fp32 (name kept)",
+         "the transposed precision factors stay fp32 instead of bf16"),
+    Edit("pass1-fp32-rows", "# (BLOCK_N, BLOCK_D)\n    x_bf = x.to(tl.bfloat16)",
+         "# (BLOCK_N, BLOCK_D)\n    x_bf = x  # turbo-gmm: fp32 (name kept)", "pass 1's x tile stays fp32"),
+    Edit("pass1-tf32x3-score-dots", "(BLOCK_N, BLOCK_K)\n            " + _FULL_SCORE,
+         "(BLOCK_N, BLOCK_K)\n            " + _FULL_SCORE_TF32X3, "pass 1's Mahalanobis products run at tf32x3"),
+    Edit("pass2-fp32-rows", "other=0.0)\n    x_bf = x.to(tl.bfloat16)",
+         "other=0.0)\n    x_bf = x  # turbo-gmm: fp32 (name kept)", "pass 2's x tile stays fp32"),
+    Edit("pass2-tf32x3-score-dots", "        )\n        " + _FULL_SCORE, "        )\n        " + _FULL_SCORE_TF32X3,
+         "pass 2 recomputes the same scores as pass 1, at the same precision"),
+    Edit("pass2-fp32-responsibilities", "r_bf = r.to(tl.bfloat16)", "r_bf = r  # turbo-gmm: fp32 (name kept)",
+         "the responsibilities enter the statistics dots in fp32"),
+    Edit("pass2-tf32x3-means-dot", "mu_block = tl.dot(tl.trans(r_bf), x_bf, out_dtype=tl.float32)",
+         'mu_block = tl.dot(tl.trans(r_bf), x_bf, out_dtype=tl.float32, input_precision="tf32x3")',
+         "sum r*x accumulates at tf32x3"),
+    Edit("pass2-fp32-weighted-rows", "rx_d2_bf = (r * x_d2[:, None]).to(tl.bfloat16)",
+         "rx_d2_bf = r * x_d2[:, None]  # turbo-gmm: fp32 (name kept)", "r * x_d2 stays fp32"),
+    Edit("pass2-tf32x3-moments-dot", "sig_d2_row = tl.dot(tl.trans(rx_d2_bf), x_bf, out_dtype=tl.float32)",
+         'sig_d2_row = tl.dot(tl.trans(rx_d2_bf), x_bf, out_dtype=tl.float32, input_precision="tf32x3")',
+         "sum r x x^T accumulates at tf32x3"),
+)
+
 # (BLOCK_N, BLOCK_K, num_warps, num_stages) added by autotune=widened: the small
 # blocks fp32 needs at d = 128. Shared memory per block, from compiling the
 # rewritten (tf32x3) kernels for sm_90 with Triton 3.6 at BLOCK_D = 128, against
@@ -173,6 +211,30 @@ def diagonal_mstep(Nk, mu_acc, sig_acc, mu_old, N: int, reg_covar: float):
     return weights, means, variances
 
 
+def full_mstep(Nk, mu_acc, sig_outer, N: int, reg_covar: float):
+    """(weights, means, covariances) from the full kernel's statistics, in their dtype (fp32): its docstring's
+    recovery plus reg_covar on the diagonal. No floor, no renormalization, no symmetrization."""
+    weights = Nk / N
+    means = mu_acc / Nk[:, None]
+    cov = sig_outer / Nk[:, None, None] - means[:, :, None] * means[:, None, :]
+    return weights, means, cov + reg_covar * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+
+
+def lower_precision_cholesky(cov: torch.Tensor) -> torch.Tensor:
+    """L lower triangular with L L^T = cov^-1 (their ``prec_chol``); NaN where cov is not positive definite."""
+    C, info = torch.linalg.cholesky_ex(cov)
+    L, info2 = torch.linalg.cholesky_ex(torch.cholesky_inverse(C))
+    return torch.where(((info == 0) & (info2 == 0))[:, None, None], L, torch.nan)
+
+
+def run_em_full(estep: Callable, X: torch.Tensor, weights, means, cov, n_iter: int, reg_covar: float):
+    """``n_iter`` iterations of their full E-step + :func:`full_mstep`, feeding back log-weights and factors."""
+    for _ in range(n_iter):
+        _, Nk, mu_acc, sig_outer = estep(X, means, lower_precision_cholesky(cov), torch.log(weights))
+        weights, means, cov = full_mstep(Nk, mu_acc, sig_outer, X.shape[0], reg_covar)
+    return weights, means, cov
+
+
 def run_em(estep: Callable, X: torch.Tensor, weights, means, variances, n_iter: int, reg_covar: float):
     """``n_iter`` iterations of E-step kernel + :func:`diagonal_mstep`, feeding back logs."""
     log_pi, log_var = torch.log(weights), torch.log(variances)
@@ -206,9 +268,9 @@ def check_available(opts: Mapping | None) -> str | None:
         return f"triton is not importable ({e})"
     if not torch.cuda.is_available():
         return "needs a CUDA GPU (Triton kernel)"
-    path = source_dir(opts) / KERNEL_FILE
-    if not path.is_file():
-        return f"run make baselines (looked in {path})"
+    for name in (KERNEL_FILE, FULL_KERNEL_FILE):
+        if not (source_dir(opts) / name).is_file():
+            return f"run make baselines (looked in {source_dir(opts) / name})"
     return None
 
 
@@ -251,28 +313,33 @@ class Variant:
     edits: tuple[Edit, ...]
     precision: str
     tag: str
+    full_edits: tuple[Edit, ...] = ()  # the same for their full-covariance file
 
 
-TF32X3 = Variant(TF32X3_EDITS, "tf32x3", "tf32x3")
+TF32X3 = Variant(TF32X3_EDITS, "tf32x3", "tf32x3", TF32X3_FULL_EDITS)
 RELEASED = Variant((), "bf16", "released")
 
 
-def load_kernel_module(opts: Mapping | None, variant: Variant):
-    """(module, facts): their file, rewritten by ``variant.edits``, imported; facts for ``Fit.info``."""
+def load_kernel_module(opts: Mapping | None, variant: Variant, kernel_file: str = KERNEL_FILE):
+    """(module, facts): their ``kernel_file``, rewritten by the variant's edits for it, imported; facts for
+    ``Fit.info``."""
+    full = kernel_file == FULL_KERNEL_FILE
+    edits = variant.full_edits if full else variant.edits
     src = source_dir(opts)
-    path = src / KERNEL_FILE
+    path = src / kernel_file
     if not path.is_file():
         raise FileNotFoundError(f"Flash-GMM checkout missing: run make baselines (looked in {path})")
     text = path.read_text()
     sha = hashlib.sha256(text.encode()).hexdigest()
-    if variant.edits:
-        new = rewrite(text, variant.edits, origin=str(path))
+    stem = Path(kernel_file).stem
+    if edits:
+        new = rewrite(text, edits, origin=str(path))
         header = (
             f"# Generated by turbo-gmm arms/flash_gmm.py from {path} (sha256 {sha}).\n"
-            f"# Edits: {', '.join(e.name for e in variant.edits)}. Do not edit: regenerated on load.\n"
+            f"# Edits: {', '.join(e.name for e in edits)}. Do not edit: regenerated on load.\n"
         )
         new = header + new
-        out = _cache_dir() / f"flash_gmm_diag_h100_{variant.tag}_{hashlib.sha256(new.encode()).hexdigest()[:16]}.py"
+        out = _cache_dir() / f"{stem}_{variant.tag}_{hashlib.sha256(new.encode()).hexdigest()[:16]}.py"
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_suffix(f".{os.getpid()}.tmp")
@@ -281,12 +348,12 @@ def load_kernel_module(opts: Mapping | None, variant: Variant):
         load_path = out
     else:
         load_path = path
-    module = _import_file(load_path, f"flash_gmm_diag_h100_{variant.tag}_{sha[:16]}")
+    module = _import_file(load_path, f"{stem}_{variant.tag}_{sha[:16]}")
     facts = {
         "flash_gmm_commit": _checkout_commit(src),
         "flash_gmm_sha256": sha,
         "flash_gmm_loaded_from": str(load_path),
-        "modifications": [e.name for e in variant.edits],
+        "modifications": [e.name for e in edits],
         "precision": variant.precision,
     }
     return module, facts
@@ -328,6 +395,8 @@ def prepare_variant(X: torch.Tensor, init: Init, n_iter: int, opts: Mapping, var
     reason = check_available(opts)
     if reason is not None:
         raise RuntimeError(f"Flash-GMM unavailable: {reason}")
+    if opts.get("covariance_type", "diag") == "full":
+        return _prepare_full(X, init, n_iter, opts, variant)
     module, facts = load_kernel_module(opts, variant)
     autotune = opts.get("autotune") or "published"
     set_autotune_list(module, autotune)
@@ -350,6 +419,24 @@ def prepare_variant(X: torch.Tensor, init: Init, n_iter: int, opts: Mapping, var
             block_n = chosen["pass2"].kwargs["BLOCK_N"]
             info["double_counted_rows"] = 0 if slab_fixed else slab_overlap_rows(N, n_split, block_n)
         return Fit(w, m, v, n_iter=n_iter, info=info)
+
+    return run
+
+
+def _prepare_full(X: torch.Tensor, init: Init, n_iter: int, opts: Mapping, variant: Variant):
+    """Their full-covariance E-step (fixed config, no autotuner) and :func:`full_mstep`."""
+    module, facts = load_kernel_module(opts, variant, FULL_KERNEL_FILE)
+    estep = getattr(module, FULL_ENTRY)
+    reg_covar = float(opts["reg_covar"])
+    w0, m0, c0 = (torch.as_tensor(a, dtype=torch.float32, device=X.device)
+                  for a in (init.weights, init.means, init.covariances))
+
+    def run() -> Fit:
+        w, m, c = run_em_full(estep, X, w0, m0, c0, n_iter, reg_covar)
+        if X.is_cuda:
+            torch.cuda.synchronize(X.device)
+        return Fit(w, m, None, n_iter=n_iter, covariances=c,
+                   info=dict(facts, algorithm="flash_gmm_full_two_pass", kernel_file=FULL_KERNEL_FILE))
 
     return run
 

@@ -5,7 +5,8 @@ baselines``, or ``options.src``), driven by the same loop, M-step and autotune
 handling as :mod:`arms.flash_gmm`. As released it casts every ``tl.dot`` operand
 to bf16 and counts the rows past each pass-2 slab's end twice, so its weights sum
 to 1 + overlap/N > 1 at every shape and the gate rejects it: that is the result
-this arm exists to record (README, "Flash-GMM").
+this arm exists to record (README, "Flash-GMM"). Full covariances: their
+``flash_gmm_full_h100.py`` as released (bf16 operands), the same M-step as :mod:`arms.flash_gmm`'s.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Mapping
 import torch
 
 from kernels.records import Init
-from arms.flash_gmm import MEMORY, RELEASED, check_available, prepare_variant  # noqa: F401  (MEMORY: contract)
+from arms.flash_gmm import (COVARIANCE_TYPES, MEMORY, RELEASED, check_available,  # noqa: F401  (the contract)
+                            prepare_variant)
 
 
 def available(opts: Mapping | None = None) -> str | None:

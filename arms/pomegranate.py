@@ -22,6 +22,8 @@ The model is built once and moved to X's device (``.to(device)``, i.e. the
 init; the copy (a few small tensors per component) is inside the timed call.
 E- and M-steps loop over the components in Python, with several host syncs per
 component per iteration: that overhead is the library's and is what we measure.
+Full covariances: ``Normal(means, covs=(d, d), covariance_type="full")``, the same fit, still with
+no regularization (a covariance that is not positive definite raises in its Cholesky).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import torch
 from kernels.records import Fit, Init
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 
 
 def available() -> str | None:
@@ -49,8 +52,10 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
 
     w64 = init.weights.astype(np.float64)  # pomegranate checks sum(priors) == 1 within 1e-6
     priors = torch.as_tensor((w64 / w64.sum()).astype(np.float32))
+    covariance_type = opts.get("covariance_type", "diag")
+    covs = init.covariances if covariance_type == "full" else init.variances
     components = [
-        Normal(means=torch.as_tensor(init.means[k]), covs=torch.as_tensor(init.variances[k]), covariance_type="diag")
+        Normal(means=torch.as_tensor(init.means[k]), covs=torch.as_tensor(covs[k]), covariance_type=covariance_type)
         for k in range(init.means.shape[0])
     ]
     pristine = GeneralMixtureModel(components, priors=priors, max_iter=n_iter, tol=float("-inf"))
@@ -67,8 +72,10 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
         gmm = copy.deepcopy(pristine)
         gmm.fit(X)
         means = torch.stack([c.means for c in gmm.distributions])
-        variances = torch.stack([c.covs for c in gmm.distributions])
-        return Fit(gmm.priors.detach(), means.detach(), variances.detach(), n_iter=None, info=info)
+        covs = torch.stack([c.covs for c in gmm.distributions]).detach()
+        if covariance_type == "full":
+            return Fit(gmm.priors.detach(), means.detach(), None, n_iter=None, info=info, covariances=covs)
+        return Fit(gmm.priors.detach(), means.detach(), covs, n_iter=None, info=info)
 
     return run
 

@@ -15,6 +15,15 @@ time is recorded in ``Fit.info``). Runs on whatever device X is on (CPU in CI).
 Where it fails silently: nowhere by construction, but float32 cancellation in
 ``u/n - mu^2`` can still reach a variance <= 0 at reg_covar = 0; the gate
 catches that.
+
+Full covariances (:func:`em_iteration_full`): the same dataflow with the score of
+per-component products, y = X [U_1 | ... | U_K] - [mu_1 U_1 | ...] (U_k the fp32
+upper precision Cholesky factor, U U^T = Sigma^-1), one N x K*d product written to
+memory and squared in place, then S and Gamma (N x K) as above; the second moments
+M2_k = sum_i Gamma_ik x_i x_i^T in one product of the N x K*d array Gamma (x) X with X,
+and Sigma_k = M2_k / n_k - mu_k mu_k^T + reg_covar I, symmetrized. A Cholesky that fails
+(Sigma not positive definite in fp32) is reported as a non-finite factor, never raised: the
+gate rejects the fit.
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ import torch
 from kernels.records import Fit, Init
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 EPS64 = 2.220446049250313e-16  # float64 machine epsilon, as in scikit-learn's guard
 
 
@@ -57,9 +67,42 @@ def em_iteration(X: torch.Tensor, weights, means, variances, reg_covar: float):
     return n / N, mu, var
 
 
+def precision_cholesky(cov: torch.Tensor) -> torch.Tensor:
+    """U (K, d, d) upper triangular with U U^T = cov^-1, in cov's dtype; NaN where cov is not positive definite."""
+    C, info = torch.linalg.cholesky_ex(cov)
+    eye = torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device).expand_as(C)
+    U = torch.linalg.solve_triangular(C, eye, upper=False).transpose(-1, -2)
+    return torch.where((info == 0)[:, None, None], U, torch.nan)
+
+
+def em_iteration_full(X: torch.Tensor, weights, means, cov, reg_covar: float):
+    """One full-covariance EM iteration in the materializing dataflow; the new (weights, means, covariances)."""
+    N, d = X.shape
+    K = means.shape[0]
+    U = precision_cholesky(cov)  # (K, d, d)
+    offset = weights.log() + torch.diagonal(U, dim1=-2, dim2=-1).log().sum(1) - 0.5 * d * math.log(2.0 * math.pi)
+    Y = X @ U.permute(1, 0, 2).reshape(d, K * d)  # N x K*d, written to memory
+    Y = Y.view(N, K, d).sub_(torch.einsum("kd,kde->ke", means, U)).square_()
+    S = offset - 0.5 * Y.sum(-1)  # N x K score
+    del Y
+    L = torch.logsumexp(S, dim=1, keepdim=True)
+    G = (S - L).exp_()  # Gamma: N x K
+    del S
+    n = G.sum(0)
+    nk = n + 10.0 * EPS64
+    mu = (G.T @ X) / nk[:, None]
+    M2 = (G[:, :, None] * X[:, None, :]).view(N, K * d).T @ X  # K*d x d: sum_i Gamma_ik x_i x_i^T
+    new = M2.view(K, d, d) / nk[:, None, None] - mu[:, :, None] * mu[:, None, :]
+    new = 0.5 * (new + new.transpose(1, 2)) + reg_covar * torch.eye(d, dtype=X.dtype, device=X.device)
+    return n / N, mu, new
+
+
 def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
     reg_covar = float(opts["reg_covar"])
-    w0, m0, v0 = (torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
+    full = opts.get("covariance_type", "diag") == "full"
+    w0, m0, v0 = (torch.as_tensor(a, device=X.device)
+                  for a in (init.weights, init.means, init.covariances if full else init.variances))
+    step = em_iteration_full if full else em_iteration
     info = {
         "algorithm": "materializing",
         "precision": "fp32",
@@ -71,8 +114,8 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
         w, m, v = w0, m0, v0
         done = 0
         for _ in range(n_iter):
-            w, m, v = em_iteration(X, w, m, v, reg_covar)
+            w, m, v = step(X, w, m, v, reg_covar)
             done += 1
-        return Fit(w, m, v, n_iter=done, info=info)
+        return Fit(w, m, None, n_iter=done, info=info, covariances=v) if full else Fit(w, m, v, n_iter=done, info=info)
 
     return run

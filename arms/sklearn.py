@@ -1,4 +1,4 @@
-"""scikit-learn ``GaussianMixture(covariance_type="diag")``, on the GPU through array-API dispatch.
+"""scikit-learn ``GaussianMixture(covariance_type="diag")`` (or ``"full"``), on the GPU through array-API dispatch.
 
 Driven as arms/README.md describes: ``init_params="random"`` with all three
 ``*_init`` given (then no initialization runs at all), ``precisions_init = 1/V``,
@@ -17,6 +17,9 @@ the GPU path is reported unavailable with the reason. With X on the CPU the
 estimator runs on NumPy arrays (option ``array_api: true`` forces the array-API
 path with torch CPU tensors, which is how CI tests the GPU code path).
 Fails loudly, not silently: a variance <= 0 raises ValueError every M-step.
+Full covariances: ``covariance_type="full"`` with ``precisions_init`` the inverses of the
+shared init's covariances (K, d, d); a covariance that is not positive definite raises
+scikit-learn's ValueError (the row's ``fail (ERROR: ...)``).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import numpy as np
 from kernels.records import Fit, Init
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 
 if "scipy" not in sys.modules:  # must precede the first scipy import to take effect
     os.environ.setdefault("SCIPY_ARRAY_API", "1")
@@ -64,7 +68,10 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
         raise RuntimeError(problem)
     # scikit-learn checks |sum(weights) - 1| <= 1e-6 in float32: renormalize in float64 first.
     w64 = init.weights.astype(np.float64)
-    inits = ((w64 / w64.sum()).astype(np.float32), init.means, (1.0 / init.variances.astype(np.float64)).astype(np.float32))
+    covariance_type = opts.get("covariance_type", "diag")
+    precisions = (np.linalg.inv(init.covariances.astype(np.float64)) if covariance_type == "full"
+                  else 1.0 / init.variances.astype(np.float64))
+    inits = ((w64 / w64.sum()).astype(np.float32), init.means, precisions.astype(np.float32))
     if array_api:
         import torch
 
@@ -84,13 +91,15 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
 
     def run() -> Fit:
         gm = GaussianMixture(
-            n_components=init.means.shape[0], covariance_type="diag", tol=0.0, max_iter=n_iter,
+            n_components=init.means.shape[0], covariance_type=covariance_type, tol=0.0, max_iter=n_iter,
             n_init=1, reg_covar=float(opts["reg_covar"]), init_params="random",
             weights_init=w0, means_init=m0, precisions_init=p0,
         )
         with sklearn.config_context(array_api_dispatch=array_api), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             gm.fit(data)
+        if covariance_type == "full":
+            return Fit(gm.weights_, gm.means_, None, n_iter=int(gm.n_iter_), info=info, covariances=gm.covariances_)
         return Fit(gm.weights_, gm.means_, gm.covariances_, n_iter=int(gm.n_iter_), info=info)
 
     return run

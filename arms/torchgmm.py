@@ -18,6 +18,8 @@ teardown (including moving the model to the device and back to the CPU at the
 end) is inside the timed call, because it is what one fit with this library costs.
 Silent failure: the M-step divides by n_k with no epsilon, so an empty
 component yields NaN without any error. ``Fit.n_iter`` is the Trainer's epoch count.
+Full covariances: ``covariance_type="full"``, the buffer set by torchgmm's own
+``cholesky_precision(covariances, "full")`` (its lower-triangular factor, not scikit-learn's upper one).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import torch
 from kernels.records import Fit, Init
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 
 
 def available() -> str | None:
@@ -42,6 +45,7 @@ def available() -> str | None:
 def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
     import pytorch_lightning as pl
     from torchgmm.base.data import DataLoader, collate_tensor, dataset_from_tensors
+    from torchgmm.bayes.core import cholesky_precision
     from torchgmm.bayes.gmm import GaussianMixtureModel, GaussianMixtureModelConfig
     from torchgmm.bayes.gmm.lightning_module import GaussianMixtureLightningModule
 
@@ -50,7 +54,11 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
     K, d = init.means.shape
     w0 = torch.as_tensor(init.weights / init.weights.sum())
     m0 = torch.as_tensor(init.means)
-    prec_chol0 = torch.as_tensor(init.variances).rsqrt()
+    covariance_type = opts.get("covariance_type", "diag")
+    if covariance_type == "full":
+        prec_chol0 = cholesky_precision(torch.as_tensor(init.covariances), "full")
+    else:
+        prec_chol0 = torch.as_tensor(init.variances).rsqrt()
     loader = DataLoader(dataset_from_tensors(X), batch_size=X.shape[0], collate_fn=collate_tensor)
     accelerator = "gpu" if X.is_cuda else "cpu"
     info = {
@@ -61,7 +69,8 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
     }
 
     def run() -> Fit:
-        model = GaussianMixtureModel(GaussianMixtureModelConfig(num_components=K, num_features=d, covariance_type="diag"))
+        model = GaussianMixtureModel(GaussianMixtureModelConfig(num_components=K, num_features=d,
+                                                                covariance_type=covariance_type))
         model.component_probs.copy_(w0)
         model.means.copy_(m0)
         model.precisions_cholesky.copy_(prec_chol0)
@@ -75,6 +84,9 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
             num_sanity_val_steps=0,
         )
         trainer.fit(module, loader)
+        if covariance_type == "full":
+            return Fit(model.component_probs, model.means, None, n_iter=trainer.current_epoch, info=info,
+                       covariances=model.covariances)
         return Fit(model.component_probs, model.means, model.covariances, n_iter=trainer.current_epoch, info=info)
 
     return run

@@ -3,7 +3,9 @@
 The whole fit is ``kernels.fit``: lift, fused E-step + statistics, float64 M-step,
 no host synchronisation inside the loop. X is validated and its column mean (the
 in-kernel shift) computed once in ``prepare``, outside the timed region. Options: ``algorithm`` (auto | one_pass |
-two_pass) and ``precision`` (tf32x3 | ieee). End to end (``prepare_e2e``): the estimator,
+two_pass) and ``precision`` (tf32x3 | ieee). Full covariances (``covariance_type="full"``): ``kernels.full.fit``
+from the shared init's covariances (their precision Cholesky factors made in ``prepare``), by its default
+``products`` dataflow (option ``dataflow``: auto | products | lift). End to end (``prepare_e2e``): the estimator,
 ``kernels.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 
 MEMORY = "torch"
+COVARIANCE_TYPES = ("diag", "full")
 
 
 def available() -> str | None:
@@ -33,6 +36,8 @@ def prepare(X, init, n_iter, opts):
 
     algorithm = opts.get("algorithm", "auto")
     precision = opts.get("precision", "tf32x3")
+    if opts.get("covariance_type", "diag") == "full":
+        return _prepare_full(X, init, n_iter, opts, algorithm, precision)
     params = tuple(torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
     center = data_center(X, True)  # validates X; outside the timed fits
 
@@ -42,6 +47,28 @@ def prepare(X, init, n_iter, opts):
         return Fit(r.weights, r.means, r.variances, n_iter=len(r.log_likelihoods),
                    info={"algorithm": r.algorithm, "kernel": r.kernel, "precision": r.precision, "n_floored": r.n_floored,
                          "device": str(X.device)})
+
+    return run
+
+
+def _prepare_full(X, init, n_iter, opts, algorithm, precision):
+    import torch
+
+    from kernels import full
+    from kernels.em import data_center
+    from kernels.records import Fit
+
+    params = (torch.as_tensor(init.weights, device=X.device), torch.as_tensor(init.means, device=X.device),
+              full.precisions_cholesky(torch.as_tensor(init.covariances, device=X.device)))
+    center = data_center(X, True)
+    dataflow = opts.get("dataflow", "auto")
+
+    def run() -> Fit:
+        r = full.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, dataflow=dataflow,
+                     precision=precision, center=center)
+        return Fit(r.weights, r.means, None, n_iter=len(r.log_likelihoods), covariances=r.covariances,
+                   info={"algorithm": r.algorithm, "dataflow": r.dataflow, "precision": r.precision,
+                         "graphed": r.graphed, "device": str(X.device)})
 
     return run
 

@@ -5,7 +5,8 @@
 For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memory, turbo_summary.md;
 smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispatch;
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; e2e.csv -> e2e.md, fig_e2e
-(e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); and claims.md
+(e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); full.csv -> full.md, fig_full (full_smoke.csv ->
+full_smoke.md, full_smoke_fig); and claims.md
 wherever one of the paper's CSVs exists. A missing CSV is reported and skipped.
 """
 from __future__ import annotations
@@ -14,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_memory, table1,
-                     table_e2e, turbo_summary)
+from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_full, fig_memory,
+                     table1, table_e2e, table_full, turbo_summary)
 from harness.results import read_csv
 
 PAPER_KEEP_REJECTED = {("flash_gmm", "1M_4096_32")}  # §5.1's one disclosed exception, flagged where it is drawn
@@ -37,6 +38,8 @@ RENDERERS = {
     "conditioning": [fig_conditioning.render],
     "e2e": [table_e2e.render, fig_e2e.render],
     "e2e_smoke": [table_e2e.render, fig_e2e.render],
+    "full": [table_full.render, fig_full.render],
+    "full_smoke": [table_full.render, fig_full.render],
 }
 CLAIM_SOURCES = ("table1", "dispatch", "ablation", "d128_control", "d128_published", "exactness", "conditioning")
 

@@ -7,6 +7,12 @@ uses the centered form (x - mu)^2 / v, not the lift, so the gate does not share 
 kernels' conditioning. It runs where X lives (float64 on the GPU when X is on cuda),
 chunked over rows.
 
+Full covariances (:func:`rescore_full`) take the same rule with "every variance is positive"
+replaced by "every covariance is symmetric (to float32 rounding, SYMMETRY_TOL) and positive
+definite (its float64 Cholesky factorization exists)"; the score is ||(x - mu_k) U_k||^2 with
+U_k = C_k^-T from that Cholesky factor C_k, formed from the returned covariances, not from any
+precision factor the arm kept.
+
 The gate judges plain arrays (NumPy, or torch on any device) and imports nothing of the
 project: whoever hands it a library's output (a JAX array, say) converts it first.
 """
@@ -19,6 +25,7 @@ import numpy as np
 import torch
 
 WEIGHT_TOL = 1e-4
+SYMMETRY_TOL = 1e-5  # max |Sigma - Sigma^T| over max |Sigma|, per component: float32 sums of the same products
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -68,9 +75,8 @@ def rescore(X: torch.Tensor, weights, means, variances, rows: np.ndarray | None 
             reasons.append(f"non-finite {name}")
     if np.isfinite(v).all() and (v <= 0).any():
         reasons.append("non-positive variances")
-    sum_w = None if w is None else float(w.sum())
-    if sum_w is not None and not abs(sum_w - 1.0) <= WEIGHT_TOL:
-        reasons.append(f"sum(pi)={sum_w:.6g}")
+    sum_w, weight_reasons = _weights_reasons(w)
+    reasons += weight_reasons
 
     dev = X.device
     with np.errstate(all="ignore"):  # invalid parameters give non-finite scores, reported above
@@ -78,12 +84,18 @@ def rescore(X: torch.Tensor, weights, means, variances, rows: np.ndarray | None 
         mu = torch.as_tensor(m, device=dev)
         tau = torch.as_tensor(1.0 / v, device=dev)
         const = torch.as_tensor(-0.5 * (d * LOG_2PI + np.log(v).sum(1)), device=dev)
+    return _judge(X, lambda x: _scores(x, logw, mu, tau, const), K * d, sum_w, reasons, rows, chunk_elems)
+
+
+def _judge(X: torch.Tensor, scores, per_row_elems: int, sum_w, reasons: list[str], rows, chunk_elems) -> Rescore:
+    """The per-point log-likelihood and the subsample labels from ``scores`` (a row chunk -> S (B, K) float64)."""
+    dev = X.device
     if chunk_elems is None:
         chunk_elems = 1 << (26 if dev.type == "cuda" else 22)
-    B = max(1, chunk_elems // (K * d))
+    B = max(1, chunk_elems // per_row_elems)
     total = torch.zeros((), dtype=torch.float64, device=dev)
     for r0 in range(0, X.shape[0], B):
-        total += torch.logsumexp(_scores(X[r0:r0 + B], logw, mu, tau, const), 1).sum()
+        total += torch.logsumexp(scores(X[r0:r0 + B]), 1).sum()
     ll = float(total) / X.shape[0]
     if not math.isfinite(ll):
         reasons.insert(0, "non-finite LL")
@@ -91,6 +103,61 @@ def rescore(X: torch.Tensor, weights, means, variances, rows: np.ndarray | None 
     labels = None
     if rows is not None:
         idx = torch.as_tensor(rows, device=dev)
-        labels = torch.cat([_scores(X[idx[r0:r0 + B]], logw, mu, tau, const).argmax(1)
+        labels = torch.cat([scores(X[idx[r0:r0 + B]]).argmax(1)
                             for r0 in range(0, len(rows), B)]).cpu().numpy().astype(np.int32)
     return Rescore(ll, sum_w, reasons, labels)
+
+
+def _weights_reasons(w) -> tuple[float | None, list[str]]:
+    sum_w = None if w is None else float(w.sum())
+    if sum_w is not None and not abs(sum_w - 1.0) <= WEIGHT_TOL:
+        return sum_w, [f"sum(pi)={sum_w:.6g}"]
+    return sum_w, []
+
+
+def precision_factors(covariances: np.ndarray) -> tuple[np.ndarray | None, str | None]:
+    """(U (K, d, d) with U_k U_k^T = Sigma_k^-1, None) from float64 covariances, or (None, why not): not
+    symmetric to SYMMETRY_TOL, or not positive definite (no Cholesky factor)."""
+    asym = np.abs(covariances - np.swapaxes(covariances, 1, 2)).max(axis=(1, 2))
+    scale = np.abs(covariances).max(axis=(1, 2))
+    if (asym > SYMMETRY_TOL * scale).any():
+        return None, "non-symmetric covariances"
+    sym = 0.5 * (covariances + np.swapaxes(covariances, 1, 2))
+    try:
+        C = np.linalg.cholesky(sym)
+    except np.linalg.LinAlgError:
+        return None, "covariances not positive definite"
+    eye = np.broadcast_to(np.eye(sym.shape[-1]), sym.shape)
+    return np.swapaxes(np.linalg.solve(C, eye), 1, 2), None
+
+
+def rescore_full(X: torch.Tensor, weights, means, covariances, rows: np.ndarray | None = None,
+                 chunk_elems: int | None = None) -> Rescore:
+    """:func:`rescore` for full covariances (K, d, d): per-point float64 log-likelihood and the gate's reasons."""
+    w, m, c = (_host64(a) for a in (weights, means, covariances))
+    K, d = m.shape
+    if X.shape[1] != d or c.shape != (K, d, d) or (w is not None and w.shape != (K,)):
+        raise ValueError(f"parameter shapes {None if w is None else w.shape}, {m.shape}, {c.shape} "
+                         f"do not fit X of shape {tuple(X.shape)}")
+    reasons = [f"non-finite {name}" for name, a in (("weights", w), ("means", m), ("covariances", c))
+               if a is not None and not np.isfinite(a).all()]
+    U, problem = precision_factors(c) if np.isfinite(c).all() else (None, None)
+    if problem:
+        reasons.append(problem)
+    sum_w, weight_reasons = _weights_reasons(w)
+    reasons += weight_reasons
+    if U is None:  # nothing to score with: rejected for the reasons above, every label -1 (none)
+        return Rescore(math.nan, sum_w, ["non-finite LL", *reasons],
+                       None if rows is None else np.full(len(rows), -1, np.int32))
+    dev = X.device
+    with np.errstate(all="ignore"):
+        logw = torch.as_tensor(np.log(w) if w is not None else np.full(K, -math.log(K)), device=dev)
+        const = torch.as_tensor(np.log(np.diagonal(U, axis1=1, axis2=2)).sum(1) - 0.5 * d * LOG_2PI, device=dev)
+    Ut = torch.as_tensor(U, device=dev)
+    mU = torch.einsum("kd,kde->ke", torch.as_tensor(m, device=dev), Ut)
+
+    def scores(x):
+        y = torch.einsum("nd,kde->nke", x.double(), Ut) - mU[None]
+        return logw[None] + const[None] - 0.5 * (y * y).sum(-1)
+
+    return _judge(X, scores, K * d, sum_w, reasons, rows, chunk_elems)

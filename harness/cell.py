@@ -15,6 +15,10 @@ each arm's own ``fit`` from its own default initialization to convergence (``e2e
 the arm's ``prepare_e2e``; reps, warmups and timeout come from the arm's ``e2e`` block. The digest of a
 ``fixed_init`` cell covers exactly what it covered before the protocol field existed, so the committed
 records keep their keys; an ``e2e`` cell's digest adds the protocol, tol and warmups.
+
+``covariance_type`` (an experiment-level setting, ``diag`` by default; ``full`` for experiment=full): the
+form of every arm's covariances, its shared init and its gate. A ``diag`` cell's digest and record are what
+they were before the field existed; any other type is added to the identity.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from kernels.datasets import validate_shape
 SEED_MAX = 2**32 - 1  # the data generator mixes the seed into int64 counters
 DIGEST_CHARS = 10
 PROTOCOLS = ("fixed_init", "e2e")
+COVARIANCE_TYPES = ("diag", "full")
 
 
 class SettingError(ValueError):
@@ -95,12 +100,15 @@ class CellSpec:
     protocol: str = "fixed_init"  # or "e2e" (PROTOCOLS)
     tol: float | None = None  # e2e: the convergence threshold given to every arm; None under fixed_init
     warmups: int = 1  # untimed calls before the timed ones (fixed_init: always the one warm-up call)
+    covariance_type: str = "diag"  # or "full" (COVARIANCE_TYPES): the covariances every arm fits and the gate scores
 
     # what determines the result; experiment, labels and regimes only name and file it
     IDENTITY = ("arm", "module", "numerics", "options", "N", "K", "d", "seed", "n_iter", "reps",
                 "reg_covar", "ari_rows", "timeout_s", "env")
     E2E_IDENTITY = ("protocol", "tol", "warmups")  # added to the identity of an e2e cell
-    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1}  # records made before the field
+    COVARIANCE_IDENTITY = ("covariance_type",)  # added to the identity of a cell whose type is not diag
+    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1,
+                         "covariance_type": "diag"}  # records made before the fields
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, environ: Mapping[str, str] = os.environ) -> "CellSpec":
@@ -119,6 +127,11 @@ class CellSpec:
         protocol = _value(cfg, "protocol") or "fixed_init"
         if protocol not in PROTOCOLS:
             raise SettingError(f"protocol={protocol!r}: must be one of {', '.join(PROTOCOLS)}")
+        covariance_type = _value(cfg, "covariance_type") or "diag"
+        if covariance_type not in COVARIANCE_TYPES:
+            raise SettingError(f"covariance_type={covariance_type!r}: must be one of {', '.join(COVARIANCE_TYPES)}")
+        if covariance_type != "diag" and protocol != "fixed_init":  # the arms' own fits (prepare_e2e) are diagonal
+            raise SettingError(f"covariance_type={covariance_type}: runs under protocol fixed_init only")
         if protocol == "e2e":  # the arm's own fit: its e2e block drives the clock, else its reps and timeout
             block = "arm.e2e" if _value(cfg, "arm.e2e") is not None else "arm"
             driven = dict(n_iter=_integer("e2e.max_iter", _value(cfg, "e2e.max_iter"), 1),
@@ -148,7 +161,7 @@ class CellSpec:
             ari_rows=_integer("ari_rows", _value(cfg, "ari_rows"), 1),
             timeout_s=driven["timeout"] * _number("timeout_scale", _value(cfg, "timeout_scale"), positive=True),
             env=tuple((k, environ[k]) for k in sorted(_value(cfg, "code_env") or ()) if k in environ),
-            protocol=protocol, tol=driven["tol"], warmups=driven["warmups"],
+            protocol=protocol, tol=driven["tol"], warmups=driven["warmups"], covariance_type=covariance_type,
         )
 
     @classmethod
@@ -163,12 +176,14 @@ class CellSpec:
                           env=tuple(sorted(d["env"].items()))))
 
     def as_dict(self) -> dict:
-        """JSON-ready: options and env as mappings; a fixed_init spec without the protocol fields, as
-        records were written before they existed."""
+        """JSON-ready: options and env as mappings; a fixed_init spec without the protocol fields and a diag
+        spec without covariance_type, as records were written before they existed."""
         spec = dict(asdict(self), options=dict(self.options), regimes=list(self.regimes), env=dict(self.env))
         if self.protocol == "fixed_init":
             for k in self.E2E_IDENTITY:
                 del spec[k]
+        if self.covariance_type == "diag":
+            del spec["covariance_type"]
         return spec
 
     @property
@@ -179,7 +194,8 @@ class CellSpec:
     def digest(self) -> str:
         """Stable digest of the fields that determine the result (canonical JSON, SHA-256)."""
         spec = self.as_dict()
-        keys = self.IDENTITY + (self.E2E_IDENTITY if self.protocol != "fixed_init" else ())
+        keys = (self.IDENTITY + (self.E2E_IDENTITY if self.protocol != "fixed_init" else ())
+                + (self.COVARIANCE_IDENTITY if self.covariance_type != "diag" else ()))
         identity = json.dumps({k: spec[k] for k in keys}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(identity.encode()).hexdigest()[:DIGEST_CHARS]
 
@@ -192,7 +208,8 @@ class CellSpec:
         """One line for people: the arm, the sizes and the options."""
         opts = " ".join(f"{k}={v}" for k, v in self.options)
         e2e = f", e2e to tol {self.tol:g} within {self.n_iter} iterations" if self.protocol == "e2e" else ""
-        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e})"
+        cov = f", {self.covariance_type} covariances" if self.covariance_type != "diag" else ""
+        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e}{cov})"
 
     def row(self) -> dict:
         """The CSV columns the spec decides (the worker's report may refine algorithm and precision)."""
@@ -202,4 +219,4 @@ class CellSpec:
                 "numerics": self.numerics, "algorithm": opts.get("algorithm", ""),
                 "precision": opts.get("precision", self.numerics), "n_iter": self.n_iter, "reps": self.reps,
                 "reg_covar": self.reg_covar, "ari_rows": self.ari_rows, "timeout_s": self.timeout_s,
-                "protocol": self.protocol, "tol": self.tol}
+                "protocol": self.protocol, "tol": self.tol, "covariance_type": self.covariance_type}

@@ -42,6 +42,7 @@ COLUMNS = [
     # protocol e2e (the arm's own fit to convergence; empty under fixed_init)
     "protocol", "tol", "iterations", "e2e_wall_s_host", "e2e_wall_s_device", "transfer_s", "validation_s", "init_s",
     "em_s", "other_s", "unsplit_s",
+    "covariance_type",  # diag (empty in records made before the field) or full
 ]
 # The reference arm of a shape's agreement columns, by protocol: Table 1 compares with Turbo-GMM from the
 # shared init; the e2e fits, each from its own initialization, with scikit-learn's.
@@ -233,6 +234,8 @@ def _derive_timing(row: dict, rates: dict) -> None:
     row["x_gb_per_s"] = N * d * 4 / t / 1e9
     if rates.get("hbm_read_gb_per_s"):
         row["hbm_fraction"] = row["x_gb_per_s"] / rates["hbm_read_gb_per_s"]
+    if (row.get("covariance_type") or "diag") != "diag":  # 8NKd is the diagonal count (full: figures/table_full.py)
+        return
     # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products.
     charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"),
                     "bf16": (1, "bf16_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))

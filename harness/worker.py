@@ -2,7 +2,8 @@
 
 Started by harness/runner.py as ``python -m harness.worker '{"spec": ..., "scratch": ...,
 "runner_pid": ..., "cache_env": ...}'`` (cache_env: the compilation caches' variables, set before any
-library loads). It writes its report (``status`` ``ok`` or ``unavailable: <reason>`` and the
+library loads). It writes its report (``status`` ``ok``, ``unavailable: <reason>``, or
+``unsupported: covariance_type=<type>`` for an arm whose ``COVARIANCE_TYPES`` lacks the cell's, and the
 measurements) and the parameter ``.npz`` into the scratch folder, for the runner to file as the
 cell's record; any exception is left to propagate, so the process exits non-zero with the
 traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
@@ -65,7 +66,7 @@ torch.backends.cudnn.allow_tf32 = False
 torch.set_float32_matmul_precision("highest")
 
 from kernels.records import to_numpy  # noqa: E402
-from gate.rescore import label_rows, rescore  # noqa: E402
+from gate.rescore import label_rows, rescore, rescore_full  # noqa: E402
 from harness import env  # noqa: E402
 from harness.cell import CellSpec  # noqa: E402
 from kernels.datasets import make_dataset, shared_init  # noqa: E402
@@ -100,11 +101,13 @@ def _arm_or_reason(spec: CellSpec, opts: dict):
 
 
 def _gate(spec: CellSpec, X, fit, scratch: Path):
-    """The gate's float64 re-score of ``fit`` on X and the subsample labels; writes ``params.npz``."""
+    """The gate's float64 re-score of ``fit`` on X and the subsample labels; writes ``params.npz``
+    (``variances`` of a diag fit, ``covariances`` of a full one)."""
     rows = label_rows(spec.N, spec.seed, spec.ari_rows)
-    score = rescore(X, to_numpy(fit.weights), to_numpy(fit.means), to_numpy(fit.variances), rows)  # plain arrays: the gate knows no JAX
-    params = {"means": to_numpy(fit.means).astype(np.float32),
-              "variances": to_numpy(fit.variances).astype(np.float32),
+    name, judge = ("covariances", rescore_full) if spec.covariance_type == "full" else ("variances", rescore)
+    cov = to_numpy(getattr(fit, name))
+    score = judge(X, to_numpy(fit.weights), to_numpy(fit.means), cov, rows)  # plain arrays: the gate knows no JAX
+    params = {"means": to_numpy(fit.means).astype(np.float32), name: cov.astype(np.float32),
               "label_rows": rows.astype(np.int64), "labels": score.labels}
     if fit.weights is not None:
         params["weights"] = to_numpy(fit.weights).astype(np.float32)
@@ -188,13 +191,18 @@ def run(spec: CellSpec, scratch: Path) -> dict:
         except Exception as e:  # no nvidia-ml-py or no NVML: the cross-check column stays empty, with the reason
             nvml_error = f"{type(e).__name__}: {e}"
     data = make_dataset(N, K, d, seed, device)
-    init = shared_init(data.X, K, seed)
+    init = shared_init(data.X, K, seed, spec.covariance_type)
     report["data_checksum"] = data.checksum
 
-    opts = dict(spec.options_dict, reg_covar=spec.reg_covar, numerics=spec.numerics)
+    opts = dict(spec.options_dict, reg_covar=spec.reg_covar, numerics=spec.numerics,
+                covariance_type=spec.covariance_type)
     arm, reason = _arm_or_reason(spec, opts)
     if reason:
         return _unavailable(report, report_path, reason)
+    if spec.covariance_type not in getattr(arm, "COVARIANCE_TYPES", ("diag",)):
+        report.update(status=f"unsupported: covariance_type={spec.covariance_type}", versions=env.imported_versions())
+        write_json_atomic(report_path, report)
+        return report
 
     fit_fn = arm.prepare(data.X, init, n_iter, opts)
     fit_fn()  # untimed warm-up: JIT compilation, autotuning, allocator growth

@@ -114,22 +114,31 @@ def generate_rows(K: int, d: int, seed: int, r0: int, r1: int, device="cpu") -> 
     return (mu[lab] + var[lab].sqrt() * z).float()
 
 
-def shared_init(X: torch.Tensor, K: int, seed: int) -> Init:
+def shared_init(X: torch.Tensor, K: int, seed: int, covariance_type: str = "diag") -> Init:
     """The one initialization every arm starts from.
 
     weights 1/K; means = K distinct rows of X chosen by a seeded NumPy generator;
-    every component's variances = the per-dimension variance of X (float64).
+    every component's variances = the per-dimension variance of X (float64); for
+    ``covariance_type="full"`` also every component's covariance = the covariance of X
+    (float64, population form, so its diagonal is the variances).
     """
+    if covariance_type not in ("diag", "full"):
+        raise ValueError(f"covariance_type must be 'diag' or 'full', got {covariance_type!r}")
     N, d = X.shape
     if K > N:
         raise ValueError(f"K={K} components need at least K rows, got N={N}")
     idx = np.sort(np.random.default_rng(seed).choice(N, size=K, replace=False))
     means = X[torch.as_tensor(idx, device=X.device)].double().cpu().numpy()
     var = X.double().var(0, unbiased=False).cpu().numpy()
+    cov = None
+    if covariance_type == "full":
+        Xc = X.double() - X.double().mean(0)
+        cov = np.broadcast_to((Xc.T @ Xc / N).cpu().numpy(), (K, d, d)).astype(np.float32).copy()
     return Init(
         weights=np.full(K, 1.0 / K, dtype=np.float32),
         means=means.astype(np.float32),
         variances=np.broadcast_to(var, (K, d)).astype(np.float32).copy(),
+        covariances=cov,
     )
 
 

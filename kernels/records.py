@@ -17,11 +17,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Init:
-    """The shared starting point of every arm: float32 host arrays."""
+    """The shared starting point of every arm: float32 host arrays. ``covariances`` is set for a full-covariance
+    cell only; its diagonals are ``variances``."""
 
     weights: np.ndarray  # (K,)
     means: np.ndarray  # (K, d)
     variances: np.ndarray  # (K, d)
+    covariances: np.ndarray | None = None  # (K, d, d)
 
 
 @dataclass
@@ -31,13 +33,15 @@ class Fit:
     ``n_iter`` is the iteration count the library itself reports (``None`` when it
     reports none); the harness checks it against the requested count. ``info`` holds
     per-row facts the arm knows best (algorithm, precision, device, autotune config).
+    A full-covariance fit returns ``covariances`` (K, d, d) and ``variances=None``.
     """
 
     weights: Any | None
     means: Any
-    variances: Any
+    variances: Any | None
     n_iter: int | None = None
     info: dict = field(default_factory=dict)
+    covariances: Any | None = None
 
 
 def to_numpy(a) -> np.ndarray | None:

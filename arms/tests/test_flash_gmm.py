@@ -317,3 +317,79 @@ def test_gpu_arm_runs_em_and_records_what_ran(arm):
     else:
         assert info["precision"] == "bf16" and info["modifications"] == []
         assert abs(w.sum() - 1.0 - info["double_counted_rows"] / N) < 1e-5
+
+
+# ---------------------------------------------------------------- full covariances (flash_gmm_full_h100.py)
+
+
+def their_full_source() -> str:
+    repo = os.environ.get("FLASH_GMM_REPO")
+    if repo:
+        out = subprocess.run(["git", "-C", repo, "show", f"{fg.PINNED_COMMIT}:{fg.FULL_KERNEL_FILE}"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, f"FLASH_GMM_REPO={repo}: git show failed: {out.stderr}"
+        return out.stdout
+    path = fg.REPO_ROOT / fg.DEFAULT_SRC / fg.FULL_KERNEL_FILE
+    if path.is_file():
+        return path.read_text()
+    pytest.skip(NO_SOURCE)
+
+
+def test_every_full_edit_matches_their_pinned_full_file_once():
+    text = their_full_source()
+    for e in fg.TF32X3_FULL_EDITS:
+        assert text.count(e.anchor) == 1, e.name
+    new = fg.rewrite(text, fg.TF32X3_FULL_EDITS, origin=fg.FULL_KERNEL_FILE)
+    compile(new, fg.FULL_KERNEL_FILE, "exec")
+    kernels_part = new.split("def flash_gmm_estep_full")[0]
+    assert "bfloat16" not in kernels_part and "torch.bfloat16" not in new
+    assert new.count('input_precision="tf32x3"') == kernels_part.count("tl.dot(") == 4  # every dot of both passes
+
+
+def test_full_em_loop_with_exact_statistics_matches_float64_em():
+    """full_mstep and the fed-back lower precision factors, with a float64 E-step in their estep's place
+    (their signature and outputs), give reference_full.em_full's fit."""
+    from kernels import reference_full
+
+    X = make_dataset(1023, 3, 5, seed=0).X
+    init = shared_init(X, 4, seed=0, covariance_type="full")
+
+    def exact_estep(X, mu, prec_chol, log_pi):
+        L = prec_chol.double().numpy()
+        assert np.allclose(np.triu(L, 1), 0)  # lower triangular, as their docstring asks
+        n, s, M2, _ = reference_full.estep_full(X.double().numpy(), np.exp(log_pi.double().numpy()),
+                                                mu.double().numpy(), L)
+        return None, torch.from_numpy(n).float(), torch.from_numpy(s).float(), torch.from_numpy(M2).float()
+
+    w, m, c = fg.run_em_full(exact_estep, X, *(torch.as_tensor(a) for a in (init.weights, init.means,
+                                                                            init.covariances)), 10, 1e-6)
+    (w_ref, m_ref, c_ref, _), _ = reference_full.em_full(X.double().numpy(), init.weights, init.means,
+                                                         reference_full.precisions_cholesky(init.covariances), 10)
+    np.testing.assert_allclose(w.numpy(), w_ref, atol=1e-5)
+    np.testing.assert_allclose(m.numpy(), m_ref, atol=1e-4)
+    np.testing.assert_allclose(c.numpy(), c_ref, rtol=1e-3, atol=1e-4)
+
+
+def test_rewritten_full_kernel_in_the_interpreter_matches_float64(tmp_path):
+    """Their full-covariance dataflow with the fp32 edits, in Triton's CPU interpreter (fp32 dots exact; the
+    tf32x3 rounding is the GPU's to check), against reference_full.estep_full's statistics."""
+    import triton
+
+    from kernels import reference_full
+
+    if torch.cuda.is_available() or not triton.knobs.runtime.interpret:
+        pytest.skip("interpreter test: CPU only")
+    cuda_assert = "assert X.is_cuda and mu.is_cuda"
+    text = their_full_source()
+    assert text.count(cuda_assert) == 1
+    text = text.replace(cuda_assert, "pass  # test only: CPU interpreter")
+    module = import_text(fg.rewrite(text, fg.TF32X3_FULL_EDITS), tmp_path / "full.py", "flash_gmm_test_full")
+    N, K, d = 300, 3, 5
+    X = make_dataset(N, K, d, seed=0).X
+    init = shared_init(X, K, seed=0, covariance_type="full")
+    L = fg.lower_precision_cholesky(torch.as_tensor(init.covariances))
+    logZ, *stats = module.flash_gmm_estep_full(X, torch.as_tensor(init.means), L, torch.log(torch.as_tensor(init.weights)))
+    n, s, M2, ell = reference_full.estep_full(X.double().numpy(), init.weights, init.means, L.double().numpy())
+    for name, g, w in zip(("Nk", "mu_acc", "sig_outer"), stats, (n, s, M2)):
+        assert np.linalg.norm(g.double().numpy() - w) / np.linalg.norm(w) < 1e-5, name
+    assert float(logZ.double().sum()) == pytest.approx(ell, rel=1e-5)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from gate.rescore import label_rows, rescore
+from gate.rescore import label_rows, rescore, rescore_full
 from kernels.datasets import make_dataset, shared_init
-from kernels import reference
+from kernels import reference, reference_full
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,82 @@ def test_shape_mismatch_is_an_error_not_a_verdict(fitted):
 def test_gpu_rescore_matches_cpu(fitted):
     X, w, m, v = fitted
     assert rescore(X.cuda(), w, m, v).ll_per_point == pytest.approx(rescore(X, w, m, v).ll_per_point, rel=1e-12)
+
+
+# --- full covariances -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fitted_full():
+    """A float64 full-covariance EM fit (kernels.reference_full) of correlated data from the full shared init."""
+    X = make_dataset(1023, 7, 5, 0).X
+    X = (X.double() @ torch.tensor(np.random.default_rng(3).normal(size=(5, 5)) * 0.5 + np.eye(5))).float()
+    init = shared_init(X, 7, 0, covariance_type="full")
+    (w, m, c, _), _ = reference_full.em_full(X.double().numpy(), init.weights, init.means,
+                                             reference_full.precisions_cholesky(init.covariances), 10)
+    return X, w, m, c
+
+
+def test_full_accepts_a_correct_fit_with_scipys_likelihood(fitted_full):
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+
+    X, w, m, c = fitted_full
+    r = rescore_full(X, w, m, c, rows=np.arange(50), chunk_elems=100)  # many row chunks, a ragged tail
+    x = X.double().numpy()
+    S = np.stack([np.log(w[k]) + multivariate_normal(m[k], c[k]).logpdf(x) for k in range(len(w))], 1)
+    assert r.gate == "valid" and r.ll_per_point == pytest.approx(logsumexp(S, 1).mean(), rel=1e-12)
+    assert (r.labels == S[:50].argmax(1)).all()
+
+
+def test_full_likelihood_matches_mpmath_on_a_few_points():
+    X = torch.tensor([[0.0, 1.0], [40.0, -3.0], [-2.5, 0.5]], dtype=torch.float32)
+    w = np.array([0.3, 0.7])
+    m = np.array([[0.0, 0.0], [41.0, -2.0]])
+    c = np.array([[[1.0, 0.6], [0.6, 2.0]], [[0.04, -0.01], [-0.01, 0.5]]])
+    mpmath.mp.dps = 50
+    total = mpmath.mpf(0)
+    for x in X.double().numpy():
+        dens = 0
+        for k in range(2):
+            S = mpmath.matrix(c[k].tolist())
+            diff = mpmath.matrix([mpmath.mpf(x[i]) - m[k, i] for i in range(2)])
+            q = (diff.T * mpmath.inverse(S) * diff)[0]
+            dens += w[k] * mpmath.exp(-q / 2) / (2 * mpmath.pi * mpmath.sqrt(mpmath.det(S)))
+        total += mpmath.log(dens)
+    assert rescore_full(X, w, m, c).ll_per_point == pytest.approx(float(total / 3), rel=1e-13)
+
+
+def _not_spd(w, m, c):
+    c[4] = c[4] - 1.01 * np.linalg.eigvalsh(c[4]).max() * np.eye(c.shape[1])  # symmetric, one eigenvalue < 0
+
+
+def _asymmetric(w, m, c):
+    c[1, 0, 2] += 1e-2 * np.abs(c[1]).max()
+
+
+@pytest.mark.parametrize("plant, reasons", [
+    (_not_spd, ["non-finite LL", "covariances not positive definite"]),
+    (_asymmetric, ["non-finite LL", "non-symmetric covariances"]),
+    (lambda w, m, c: c.__setitem__((2, 1, 1), np.nan), ["non-finite LL", "non-finite covariances"]),
+    (lambda w, m, c: m.__setitem__((0, 0), np.nan), ["non-finite LL", "non-finite means"]),
+    (lambda w, m, c: w.__imul__(1.001), ["sum(pi)=1.001"]),
+])
+def test_full_rejects_planted_bad_fits(fitted_full, plant, reasons):
+    X, w, m, c = fitted_full
+    w, m, c = w.copy(), m.copy(), c.copy()
+    plant(w, m, c)
+    r = rescore_full(X, w, m, c, rows=np.arange(10))
+    assert r.reasons == reasons and r.gate.startswith("rejected (")
+
+
+def test_full_scores_a_wrong_fit_lower_and_float32_rounding_stays_valid(fitted_full):
+    """A fit moved off the EM fixed point scores lower than the fit (the rel_ll_diff a table shows), and the
+    float32 copy of a correct fit, asymmetric only by rounding, is still valid with the same likelihood."""
+    X, w, m, c = fitted_full
+    good = rescore_full(X, w, m, c)
+    wrong = rescore_full(X, w, m + 0.5, c)
+    assert wrong.gate == "valid" and wrong.ll_per_point < good.ll_per_point - 1e-2
+    noise = np.random.default_rng(0).normal(scale=1e-7, size=c.shape) * np.abs(c).max(axis=(1, 2))[:, None, None]
+    c32 = (c + noise).astype(np.float32)  # each component's own scale: about float32's relative rounding
+    r32 = rescore_full(X, w.astype(np.float32), m.astype(np.float32), c32)
+    assert r32.gate == "valid" and r32.ll_per_point == pytest.approx(good.ll_per_point, rel=1e-5)

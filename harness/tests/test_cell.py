@@ -74,3 +74,26 @@ def test_every_committed_record_loads_and_is_named_by_its_spec():
     for path in paths:
         rec, _ = read_record(path)
         assert CellSpec.from_dict(rec["spec"]).key == path.stem == rec["cell"], path
+
+
+def test_a_committed_diag_cell_keeps_its_key_and_a_full_cell_is_a_cell_of_its_own():
+    """Composed today, Table 1's pytorch cell at 1M_32_32 is still the committed record's name; the same cell
+    with full covariances has another key, and covariance_type=diag spelled out changes nothing."""
+    table1 = _spec("experiment=table1", "shape=1M_32_32")
+    assert table1.key == "pytorch__1M_32_32__470baf6294"
+    assert (REPO / "results" / "h200" / "table1" / "cells" / f"{table1.key}.json").exists()
+    assert "covariance_type" not in table1.as_dict() and table1.row()["covariance_type"] == "diag"
+    assert _spec("covariance_type=diag").key == _spec().key
+    full = _spec("covariance_type=full")
+    assert full.key != _spec().key and full.as_dict()["covariance_type"] == "full"
+    assert CellSpec.from_dict(json.loads(json.dumps(full.as_dict()))) == full
+
+
+@pytest.mark.parametrize("override, message", [
+    ("covariance_type=tied", "covariance_type='tied': must be one of diag, full"),
+    ("protocol=e2e", "covariance_type=full: runs under protocol fixed_init only"),
+])
+def test_a_covariance_type_no_cell_can_run_with_is_named(override, message):
+    with pytest.raises(SettingError) as e:
+        _spec("covariance_type=full", override)
+    assert str(e.value) == message
