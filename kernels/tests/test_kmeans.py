@@ -207,6 +207,8 @@ def test_kmeans_beyond_float32_range_is_a_float32_range_error(fused):
     (init_backend "torch") labels outside [0, K) whose gather asserted on the device (2026-12-01). Now
     a Float32RangeError (a ValueError) before any pass, from k-means and the initialization alike."""
     X, center, variance = _iris_times(1e20)
+    dev = _device() if fused else "cpu"
+    X, center = X.to(dev), center.to(dev)
     with pytest.raises(Float32RangeError, match="k-means"):
         kmeans(X, 3, np.random.RandomState(0), center, variance, fused=fused)
     with pytest.raises(Float32RangeError, match="k-means"):
