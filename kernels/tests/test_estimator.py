@@ -337,8 +337,8 @@ def _fits_from_other_draws(X, init_params, K, **kw):
     """Our fit from the torch initialization and scikit-learn's. "random" draws its responsibilities
     from torch's generator and "random" starts stall in local optima now and then, so both take
     the best of 8 starts there (measured: 8 of 8 seeds reach the same optimum at K = 4)."""
-    kw = dict(n_components=K, init_params=init_params, random_state=0, tol=1e-6, max_iter=500,
-              n_init=8 if init_params == "random" else 1, **kw)
+    kw = {**dict(n_components=K, init_params=init_params, random_state=0, tol=1e-6, max_iter=500,
+                 n_init=8 if init_params == "random" else 1), **kw}
     theirs = SkGaussianMixture(covariance_type="diag", **{k: v for k, v in kw.items() if k != "device"}).fit(X)
     return GaussianMixture(init_backend="torch", **kw).fit(X), theirs
 
@@ -500,10 +500,19 @@ def test_gpu_cuda_tensor_in_and_out():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the device initialization on the GPU")
 @pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
 def test_gpu_initialization_agrees_with_scikit_learns_fit(init_params):
+    """The device initialization then the kernels' EM reach scikit-learn's optimum: labels equal up to
+    permutation (ARI >= 0.99), lower bound within 1e-4. "random_from_data" (scikit-learn's rows) takes the
+    best of 8 starts as "random" does: one start stops in a local optimum unless its K rows lie in K
+    planted clusters, and there a planted cluster is split along a flat direction (scikit-learn alone,
+    random_state 0..16, measured: 7 of 17 starts reach the planted partition, ARI 1, the same lower bound;
+    the others, random_state=0 among them, stop at ARI 0.65-0.71 to it with lower bounds 1e-6 apart), where
+    float32 and float64 EM stop at different points (ARI 0.969 on the H200, 2026-12-01). Eight starts all
+    miss the planted partition with probability ~(10/17)^8 ~ 1%; both fits make the same eight draws."""
     K = 16 if init_params in ("kmeans", "k-means++") else 4
     X, _ = _separated(N=200_000, K=K, d=32)
     # scikit-learn on float64 X: on float32 its own fit stops on an ill-defined covariance here (H200, 2026-12-01)
-    ours, theirs = _fits_from_other_draws(X.astype(np.float64), init_params, K)
+    ours, theirs = _fits_from_other_draws(X.astype(np.float64), init_params, K,
+                                          **({"n_init": 8} if init_params == "random_from_data" else {}))
     assert ours.init_backend_ == "torch" and ours.backend_ == "triton" and ours.converged_
     assert adjusted_rand_score(theirs.predict(X), ours.predict(X)) >= 0.99
     assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-4)
