@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.utils.dlpack import DLDeviceType
 
 from kernels.streaming import device_chunks
 
@@ -29,8 +30,33 @@ def device_tensor(X):
         return torch.as_tensor(X, device="cuda")
     if hasattr(X, "__dlpack__") and hasattr(X, "__dlpack_device__"):
         if int(X.__dlpack_device__()[0]) != DLPACK_CPU:
-            return torch.from_dlpack(X)
+            return tensor_from_dlpack(X)
     return None
+
+
+def tensor_from_dlpack(X) -> torch.Tensor:
+    """A torch tensor viewing the memory of the DLPack producer X (no copy).
+
+    torch.from_dlpack asks for a DLPack 1.x capsule, and torch 2.11 (the GPU image's) refuses one
+    flagged read-only -- a JAX array's (TypeError "the read only flag is not supported", 2026-12-01).
+    The legacy capsule (``__dlpack__`` without ``max_version``: DLPack < 1.0, no flags) of the same
+    memory is the spec's export to a consumer that cannot mark tensors read-only; the estimator only
+    reads X. The consumer's stream is passed as torch passes it, so the producer's pending work is
+    ordered before torch reads."""
+    try:
+        return torch.from_dlpack(X)
+    except TypeError:
+        return torch.from_dlpack(X.__dlpack__(stream=_consumer_stream(X)))
+
+
+def _consumer_stream(X):
+    """The ``stream`` argument of ``X.__dlpack__`` for torch's current stream (the array API's
+    convention: None off the GPU, 1 for CUDA's legacy default stream)."""
+    kind, index = X.__dlpack_device__()
+    if int(kind) not in (DLDeviceType.kDLCUDA, DLDeviceType.kDLROCM):
+        return None
+    stream = torch.cuda.current_stream(torch.device("cuda", int(index))).cuda_stream
+    return 1 if int(kind) == DLDeviceType.kDLCUDA and stream == 0 else stream
 
 
 def output_like(X):

@@ -119,11 +119,12 @@ class Float32RangeError(ValueError):
     """The kernels' float32 E-step gave a non-finite ell at finite parameters: the lifted score of some
     row left float32's range (|x - c|^2 / V beyond ~1e38, as for data ~1e20 with a variance floor ~1)."""
 
-    def __init__(self):
-        super().__init__(
-            "The float32 E-step of the kernels overflowed (a non-finite log-likelihood at finite parameters): the "
-            "squared spread of X over the smallest variance does not fit float32's exponent range. Scale the input "
-            "data, increase reg_covar, or fit in float64 (GaussianMixture(device='cpu')).")
+    ESTEP = ("The float32 E-step of the kernels overflowed (a non-finite log-likelihood at finite parameters): the "
+             "squared spread of X over the smallest variance does not fit float32's exponent range. Scale the input "
+             "data, increase reg_covar, or fit in float64 (GaussianMixture(device='cpu')).")
+
+    def __init__(self, message: str = ESTEP):
+        super().__init__(message)
 
 
 def raise_if_failed(failure: int) -> None:

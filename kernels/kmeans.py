@@ -39,12 +39,14 @@ import numpy as np
 import torch
 
 from kernels import kmeans_assign
+from kernels.em import Float32RangeError
 
 SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment (torch ops)
 NORM_BLOCK_ROWS = 1 << 20  # rows per block of ||x - c||^2 (a (rows, d) temporary)
 KMEANS_TOL = 1e-4  # scikit-learn KMeans's default tol, relative to the mean column variance
 KMEANS_MAX_ITER = 300  # scikit-learn KMeans's default max_iter
 FLOAT64_EPS = 2.0**-53
+RANGE_MARGIN = 2.0  # the score bound must fit finfo.max / RANGE_MARGIN: room for its accumulation's rounding
 
 
 def n_local_trials(n_clusters: int) -> int:
@@ -68,6 +70,28 @@ def centered_sq_norms(X: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
     for r0 in range(0, X.shape[0], NORM_BLOCK_ROWS):
         out[r0 : r0 + NORM_BLOCK_ROWS] = (X[r0 : r0 + NORM_BLOCK_ROWS] - c).square_().sum(1)
     return out
+
+
+def check_score_range(X: torch.Tensor, center: torch.Tensor) -> None:
+    """Raise :class:`kernels.em.Float32RangeError` where the distance scores of the passes in X's dtype could
+    overflow (X ~1e20 in float32: its squared spread ~1e40), before any label indexes anything: over inf/NaN
+    scores an argmin is no nearest center (on CUDA the fused assignment's labels even left [0, K) and a
+    gather asserted on the device, 2026-12-01).
+
+    Every center k-means forms is a row of X or a mean of rows, so it lies in X's bounding box [lo, hi]:
+    with R_j = max(hi_j - c_j, c_j - lo_j) and M_j = max(|lo_j|, |hi_j|), the score
+    x.(-2y) + |y|^2 + 2 y.c (+ |x - c|^2 in the torch ops' distances), y = center - c, has every partial
+    sum within 2 sum M_j R_j + 3 sum R_j^2 + 2 sum R_j |c_j| (one pass over X: its column min and max)."""
+    lo, hi = torch.aminmax(X, dim=0)
+    lo, hi, c = lo.double(), hi.double(), center.double()
+    R = torch.maximum(hi - c, c - lo)
+    M = torch.maximum(lo.abs(), hi.abs())
+    bound = float(2.0 * (M * R).sum() + 3.0 * (R * R).sum() + 2.0 * (R * c.abs()).sum())
+    if not bound <= torch.finfo(X.dtype).max / RANGE_MARGIN:
+        raise Float32RangeError(
+            f"The {X.dtype} k-means of the initialization would overflow: its distances reach {bound:.3g} (X's "
+            f"spread times its magnitude), beyond {X.dtype}'s exponent range. Scale the input data, or fit in "
+            "float64 (GaussianMixture(device='cpu')).")
 
 
 def sq_distances(X: torch.Tensor, x_sq: torch.Tensor, Y: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
@@ -106,6 +130,8 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
     ops); ``fused``: the kernels of :mod:`kernels.kmeans_assign` (None: where they run)."""
     N, dev = X.shape[0], X.device
     fused = _fused(X, fused)
+    if not fused:  # the fused kernels' distances are float64 (see kernels.kmeans_assign)
+        check_score_range(X, center)
     trials = n_local_trials(n_clusters)
     first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
     draws = torch.as_tensor(random_state.uniform(size=(n_clusters - 1, trials)), device=dev)  # K - 1 steps' draws
@@ -193,8 +219,10 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
     ``tol`` is absolute (scikit-learn's after scaling: tol x mean column variance); stops when no
     label changes or when the summed squared center shift is <= tol. ``fused``: one launch of
     :class:`kernels.kmeans_assign.Assigner` per iteration (None: where it runs; ``precision``: its
-    score's products, "tf32x3" or "ieee"), else torch ops."""
+    score's products, "tf32x3" or "ieee"), else torch ops. Scores that X's dtype cannot hold are a
+    :class:`kernels.em.Float32RangeError` (:func:`check_score_range`), for centers in X's bounding box."""
     K = centers.shape[0]
+    check_score_range(X, center)
     assign = kmeans_assign.Assigner(X, center, K, precision) if _fused(X, fused) else _Assignment(X, center, K)
     centers = centers.double()
     labels = torch.full((X.shape[0],), -1, dtype=torch.int64, device=X.device)

@@ -1,9 +1,16 @@
 """Shared fixtures: the device the kernels run on, a statistics runner (kernels/testing.py) and tolerances."""
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from kernels.testing import kernel_statistics, problem  # noqa: F401 (shared with the exactness battery)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+ISOLATED_TIMEOUT_S = 600
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 PRECISIONS = ["ieee", "tf32x3"]
@@ -31,3 +38,13 @@ def assert_statistics_close(got, want, X, rtol):
 @pytest.fixture(params=PRECISIONS)
 def precision(request):
     return request.param
+
+
+def run_isolated(source: str) -> str:
+    """The stdout of Python ``source`` run in a child interpreter from the repository root, asserting it
+    exits 0 (its stderr's tail in the message). For tests that may end in a CUDA device-side assert: an
+    assert poisons its process's CUDA context, and on 2026-12-01 one failed every later test of the run."""
+    done = subprocess.run([sys.executable, "-c", source], cwd=REPOSITORY, capture_output=True, text=True,
+                          timeout=ISOLATED_TIMEOUT_S)
+    assert done.returncode == 0, f"child exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return done.stdout

@@ -12,10 +12,13 @@ import pytest
 import torch
 from sklearn.cluster import KMeans
 from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
+from sklearn.datasets import load_iris
 
 from kernels.datasets import make_dataset
-from kernels.kmeans import (centered_sq_norms, first_seed, kmeans, kmeans_plusplus, lloyd, n_local_trials,
-                            sq_distances)
+from kernels.em import Float32RangeError
+from kernels.initialization import initial_moments
+from kernels.kmeans import (centered_sq_norms, check_score_range, first_seed, kmeans, kmeans_plusplus, lloyd,
+                            n_local_trials, sq_distances)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 needs_interpreter = pytest.mark.skipif(not INTERPRETED and not torch.cuda.is_available(),
@@ -189,3 +192,65 @@ def test_kmeans_is_scikit_learns_kmeans_with_the_same_random_state(seed, fused):
     assert (labels.numpy() == km.labels_).mean() > 0.999
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, atol=1e-4 if fused else 1e-9)
     assert centers.shape == (9, 4) and centers.dtype == torch.float64
+
+
+def _iris_times(scale):
+    """(iris * scale as a float32 CPU tensor, its float64 column mean, its mean column variance)."""
+    X = torch.as_tensor(load_iris().data * scale, dtype=torch.float32)
+    return X, X.double().mean(0), float(X.double().var(0).mean())
+
+
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
+def test_kmeans_beyond_float32_range_is_a_float32_range_error(fused):
+    """iris * 1e20 in float32: its squared distances (~1e42) overflow float32, so every score is inf or
+    NaN; before the range check the k-means returned one cluster of 150 points on CPU, and on CUDA
+    (init_backend "torch") labels outside [0, K) whose gather asserted on the device (2026-12-01). Now
+    a Float32RangeError (a ValueError) before any pass, from k-means and the initialization alike."""
+    X, center, variance = _iris_times(1e20)
+    dev = _device() if fused else "cpu"
+    X, center = X.to(dev), center.to(dev)
+    with pytest.raises(Float32RangeError, match="k-means"):
+        kmeans(X, 3, np.random.RandomState(0), center, variance, fused=fused)
+    with pytest.raises(Float32RangeError, match="k-means"):
+        lloyd(X, X[[0, 50, 100]].double(), center, 0.0, fused=fused)
+    if not fused:  # the torch ops' k-means++ distances are float32 too (the fused ones are float64)
+        with pytest.raises(Float32RangeError, match="k-means"):
+            kmeans_plusplus(X, 3, np.random.RandomState(0), center, fused=False)
+    assert isinstance(Float32RangeError(), ValueError)
+
+
+@needs_interpreter
+def test_torch_initialization_beyond_float32_range_is_a_float32_range_error():
+    """The estimator's init_backend="torch" path (the GPU's) on iris * 1e20: its k-means raises, not a
+    model of empty components."""
+    X, center, variance = _iris_times(1e20)
+    with pytest.raises(Float32RangeError, match="k-means"):
+        initial_moments(X.to(_device()), 3, "kmeans", np.random.RandomState(0), center.to(_device()), variance)
+
+
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
+def test_range_check_passes_only_where_kmeans_is_exact_scaling(fused):
+    """At the largest power-of-two scale of iris that the range check lets through, float32 k-means is the
+    unscaled one times the scale to the bit (no score left float32's range: same labels, iterations,
+    centers); twice that scale is refused, and so is 1e20. The bound is a guarantee, ~4x conservative here
+    (the unchecked k-means first goes wrong at 2^62, measured)."""
+    def run(scale):
+        X, center, variance = _iris_times(scale)
+        dev = _device() if fused else "cpu"
+        return kmeans(X.to(dev), 3, np.random.RandomState(0), center.to(dev), variance, fused=fused)
+
+    exponent = 0
+    while True:  # the first power of two the check refuses
+        X, center, _ = _iris_times(2.0 ** (exponent + 1))
+        try:
+            check_score_range(X, center)
+        except Float32RangeError:
+            break
+        exponent += 1
+    assert 32 < exponent < 64  # float32's range: the squared spread of iris fits below 2^128
+    labels, centers, n_iter = run(1.0)
+    big_labels, big_centers, big_n_iter = run(2.0**exponent)
+    assert (big_labels.cpu() == labels.cpu()).all() and big_n_iter == n_iter
+    np.testing.assert_array_equal(big_centers.cpu().numpy(), centers.cpu().numpy() * 2.0**exponent)
+    with pytest.raises(Float32RangeError):
+        run(2.0 ** (exponent + 1))
