@@ -121,15 +121,35 @@ def test_fit_agrees_with_scikit_learn_gaussian_mixture():
     np.testing.assert_allclose(as_np(r.precisions_cholesky), gm.precisions_cholesky_, rtol=1e-4, atol=1e-4)
 
 
+U32 = 2.0**-24
+# Appendix C's conditioning study bounds a float32 lift's score error by at most ~8 u32 times the size of the terms
+# it cancels (kernels/README.md, Numerics); 10 is the allowance kernels.precision takes from it.
+LIFT_ERROR_CONSTANT = 10.0
+
+
+def lift_cancellation(X, means, U, center):
+    """Per row, max over components of the terms the quadratic lift cancels in the score:
+    1/2 (sum_ij |z_i z_j Lambda_ij| + 2 sum_i |z_i (Lambda mu)_i| + |mu| Lambda |mu|), z = x - c, mu = m - c,
+    Lambda = U U^T. The products dataflow forms L^T (x - mu) first and cancels nothing of the kind."""
+    z, mu = np.abs(X - center), means - center
+    lam = np.einsum("kij,klj->kil", U, U)
+    terms = (np.einsum("ni,nj,kij->nk", z, z, np.abs(lam)) + 2 * z @ np.abs(np.einsum("kij,kj->ki", lam, mu)).T
+             + np.einsum("ki,kij,kj->k", np.abs(mu), np.abs(lam), np.abs(mu))[None])
+    return 0.5 * terms.max(1)
+
+
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 def test_fit_follows_float64_em(dataflow):
     X, w, m, U = full_problem(1023, 3, 5, seed=2)
     r = kf.fit(tensors(X)[0], (w, m, U), 5, dataflow=dataflow, algorithm="two_pass", config=SMALL_TILES)
     (rw, rm, rc, rU), rlls = rf.em_full(X, w, m, U, 5)
     assert r.dataflow == dataflow and r.algorithm == "two_pass"
-    # the first ell to float32 rounding; later ones drift as EM amplifies the statistics' rounding (more for the
-    # lift, whose score cancels terms of size |x|^2 Lambda: ~3e-6 at the 4th iteration here)
-    assert abs(float(r.log_likelihoods[0]) - rlls[0]) <= 1e-7 * abs(rlls[0])
+    # the first ell to float32 rounding under products; the lift's score cancels terms of size |z|^2 Lambda, so its
+    # first ell is held to the cancellation bound (tf32x3 on the H200 at 2dce113: 3.9e-3 off, 2.2 u32 times the
+    # terms, 4.1e-7 relative); later ones drift as EM amplifies the statistics' rounding (~3e-6 at the 4th here)
+    first_tol = (1e-7 * abs(rlls[0]) if dataflow == "products"
+                 else LIFT_ERROR_CONSTANT * U32 * lift_cancellation(X, m, U, X.astype(np.float64).mean(0)).sum())
+    assert abs(float(r.log_likelihoods[0]) - rlls[0]) <= first_tol
     np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-5)
     np.testing.assert_allclose(as_np(r.weights), rw, rtol=1e-4)
     np.testing.assert_allclose(as_np(r.covariances), rc, rtol=1e-4, atol=1e-5)
@@ -256,14 +276,19 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("slab_dtype", [torch.float32, torch.float64])
 def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype):
-    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 is float32-accurate against float64."""
+    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64;
+    the lift is within its cancellation bound (a responsibility's relative error is its score's absolute error)."""
     X, w, m, U = full_problem(200_003, 20, 24, seed=12)
     cfg = FullConfig(slab_dtype=slab_dtype, block_k=32 if algorithm == "one_pass" else 16,
                      programs_per_sm=2 if algorithm == "one_pass" else 8)
     n, s, M2, ll, c = kf.estep_statistics(*tensors(X, w, m, U), algorithm=algorithm, dataflow=dataflow, config=cfg)
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=as_np(c), chunk=8192)
-    assert_full_statistics_close((n, s, M2), (rn, rs, rM2), X - as_np(c), 1e-5)
-    assert abs(float(ll) - rll) <= 1e-6 * abs(rll)
+    rtol, ll_tol = 1e-5, 1e-6 * abs(rll)
+    if dataflow == "lift":
+        bound = LIFT_ERROR_CONSTANT * U32 * lift_cancellation(X, m, U, as_np(c))
+        rtol, ll_tol = max(rtol, float(bound.mean())), max(ll_tol, float(bound.sum()))
+    assert_full_statistics_close((n, s, M2), (rn, rs, rM2), X - as_np(c), rtol)
+    assert abs(float(ll) - rll) <= ll_tol
 
 
 @pytest.mark.gpu
