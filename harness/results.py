@@ -236,9 +236,9 @@ def _derive_timing(row: dict, rates: dict) -> None:
         row["hbm_fraction"] = row["x_gb_per_s"] / rates["hbm_read_gb_per_s"]
     if (row.get("covariance_type") or "diag") != "diag":  # 8NKd is the diagonal count (full: figures/table_full.py)
         return
-    # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products.
-    charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"),
-                    "bf16": (1, "bf16_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))
+    # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products, fp64 one float64 (DMMA) product.
+    charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"), "bf16": (1, "bf16_tflops"),
+                    "fp64": (1, "fp64_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))
     if rates.get(rate):
         row["roofline_fraction"] = charge * 8 * N * K * d / t / (rates[rate] * 1e12)
 

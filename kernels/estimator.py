@@ -9,7 +9,8 @@ Same parameters, methods, attributes and convergence rule as
   "cpu" (the fallback: the same E-step statistics by torch ops in float64, in
   row blocks). ``backend_`` says which ran: "triton", "triton-interpreter" or
   "torch-cpu".
-* ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`).
+* ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`); ``precision="fp64"``
+  computes the E-step in float64 on the kernels (X still reaches them as float32, as below).
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
   (:mod:`kernels.streaming`), summing float64 statistics before one M-step.
