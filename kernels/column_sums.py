@@ -22,7 +22,6 @@ import triton.language as tl
 
 from kernels.launch import program_count
 
-FLOAT32_MAX = 3.4028234663852886e38
 COLUMN_TILE = 128  # columns per program: wider X is covered by a second grid axis
 TILE_ELEMENTS = 4096  # rows x columns of one tile (two float64 accumulators of this size per program)
 PROGRAMS_PER_SM = 2  # 128 registers x 8 warps: two programs fill an SM (sm_90 compile), so one wave
@@ -30,7 +29,7 @@ PROGRAMS_PER_SM = 2  # 128 registers x 8 warps: two programs fill an SM (sm_90 c
 
 @triton.jit
 def _column_sums_kernel(
-    X, partial, bad,  # X (N, d) f32 contiguous; out: partial (P, 2, d) f64 = [sum x | sum x^2], bad (P, n_ct) int64
+    X, partial, bad,  # X (N, d) f32 or f64 contiguous; out: partial (P, 2, d) f64 = [sum x | sum x^2], bad (P, n_ct) int64
     N, d, rows_per_program,
     BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, FINITE_MAX: tl.constexpr,
 ):
@@ -59,7 +58,7 @@ def _column_sums_kernel(
 def column_sums(X: torch.Tensor):
     """(sum of x (d,) f64, sum of x^2 (d,) f64, non-finite entries () int64), all on X's device.
 
-    X: (N, d) float32, contiguous, on CUDA (or on the CPU under TRITON_INTERPRET=1).
+    X: (N, d) float32 (or float64), contiguous, on CUDA (or on the CPU under TRITON_INTERPRET=1).
     Entries that are NaN or infinite are counted and enter the sums as they are."""
     N, d = X.shape
     block_cols = min(COLUMN_TILE, triton.next_power_of_2(d))
@@ -72,7 +71,7 @@ def column_sums(X: torch.Tensor):
     bad = torch.empty((programs, col_tiles), dtype=torch.int64, device=X.device)
     _column_sums_kernel[(programs, col_tiles)](X, partial, bad, N, d, rows_per_program,
                                                BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
-                                               FINITE_MAX=FLOAT32_MAX, num_warps=8)
+                                               FINITE_MAX=float(torch.finfo(X.dtype).max), num_warps=8)
     sums = partial.sum(0)
     return sums[0], sums[1], bad.sum()
 

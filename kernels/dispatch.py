@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from kernels.launch import LaunchConfig
-from kernels.lift import pow2_at_least_16
+from kernels.lift import FP64, pow2_at_least_16
 
 ALGORITHMS = ("one_pass", "two_pass")
 
@@ -50,23 +50,29 @@ def device_name() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
-def choose_algorithm(K: int, d: int, device: str | None = None) -> str:
+def choose_algorithm(K: int, d: int, device: str | None = None, precision: str = "tf32x3") -> str:
     """'one_pass' or 'two_pass' for K components in d dimensions on the named GPU
-    (default: the current one); the paper's A100 rule where none was measured."""
+    (default: the current one); the paper's A100 rule where none was measured.
+
+    Under fp64 the rule is asked at twice d_pad (NOT MEASURED on the H200): the loop-carried state
+    Theta(K_pad * d_pad) is float64, twice the registers and shared memory of the float32 state the
+    rules were measured on, so Algorithm 2 gets half the K_pad * d_pad budget."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rule = MEASURED_RULES.get(device if device is not None else device_name(), a100_rule)
-    return "one_pass" if rule(k_pad, d_pad) else "two_pass"
+    return "one_pass" if rule(k_pad, 2 * d_pad if precision == FP64 else d_pad) else "two_pass"
 
 
-def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
+def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> LaunchConfig:
     """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); at d_pad = 32
     and K_pad <= 128 Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton tiles below
-    take the sweep under that, off Hopper and under ieee).
+    take the sweep under that, off Hopper and under ieee). fp64: :func:`fp64_launch_config` (not measured).
 
     tf32x3 splits every dot operand in registers, so the kernels are register
     bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no
     software pipelining at d_pad = 128 where shared memory runs out.
     """
+    if precision == FP64:
+        return fp64_launch_config(algorithm, K, d)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS)
@@ -102,3 +108,22 @@ def launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=256, normalizer_warps=8, warp_specialized_pass2=int(d_pad == 32))
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)
+
+
+def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
+    """Tiles for precision fp64, NOT YET MEASURED on the H200: the tf32x3 tiles with half the rows (float64
+    doubles the registers and shared memory of every operand and accumulator; the score's dot is
+    mma.sync m8n8k4, not wgmma, so no warp-specialized kernel) and one pipeline stage wherever the lifted
+    width or K_pad is large. sum_tiles = 0: float64 running sums need no bound on the tiles they add
+    (kernels.lift.accumulate_statistics)."""
+    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    if algorithm == "one_pass":
+        if k_pad * d_pad <= 1024:
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=2, sum_tiles=0)
+        return LaunchConfig(block_n=16, num_warps=4, num_stages=1, sum_tiles=0)
+    if d_pad >= 128:
+        return LaunchConfig(block_n=16, block_k=16, num_warps=4, num_stages=1, sum_tiles=0)
+    if d_pad <= 32:
+        return LaunchConfig(block_n=32, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,
+                            normalizer_block_n=128, normalizer_block_k=32, normalizer_warps=8, sum_tiles=0)
+    return LaunchConfig(block_n=32, block_k=32, num_warps=4, num_stages=1, sum_tiles=0)

@@ -1,7 +1,8 @@
 """Public API: one fused EM iteration (`em_step`) and a fixed-length fit (`fit`).
 
 Both take X as a float32, contiguous (N, d) CUDA tensor (a CPU tensor when
-Triton runs in interpreter mode, TRITON_INTERPRET=1). The kernels evaluate the
+Triton runs in interpreter mode, TRITON_INTERPRET=1); under ``precision="fp64"``
+float64 X too, read where it is (float32 X is converted in registers). The kernels evaluate the
 lifted score on data shifted by a center c inside the kernel (x - c is formed in
 registers, no copy of X): the lift loses about one decimal digit per decade of
 |mean|/std (paper Appendix C), so by default c is the column mean of X.
@@ -17,7 +18,7 @@ import torch
 from kernels.column_sums import column_sums, non_finite_message
 from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
 from kernels.launch import LaunchConfig
-from kernels.lift import pow2_at_least_16
+from kernels.lift import FP64, lift_dtype, pow2_at_least_16
 from kernels.lift_kernel import lift_into
 from kernels.mstep import IllDefinedCovarianceError
 from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
@@ -27,7 +28,7 @@ from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWa
     lift_warning
 from kernels.two_pass import two_pass_statistics
 
-PRECISIONS = ("tf32x3", "ieee")
+PRECISIONS = ("tf32x3", "ieee", FP64)
 MAX_UNCENTERED_OFFSET = 10.0  # |column mean| / column std allowed with center=False
 PARAMETER_NAMES = ("weights", "means", "variances")
 
@@ -61,14 +62,15 @@ def interpreter_mode() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def check_data(X: torch.Tensor) -> None:
-    """Reject what the kernels cannot take, naming the problem."""
+def check_data(X: torch.Tensor, precision: str = "tf32x3") -> None:
+    """Reject what the kernels cannot take, naming the problem. float64 X only under fp64: the other
+    precisions compute in float32 and would round it."""
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must have shape (N, d) with N, d >= 1, got {tuple(X.shape)}")
-    if X.dtype != torch.float32:
-        raise TypeError(f"X must be float32, got {X.dtype}")
+    if X.dtype not in ((torch.float32, torch.float64) if precision == FP64 else (torch.float32,)):
+        raise TypeError(f"X must be float32 (or float64 with precision='fp64'), got {X.dtype} with precision {precision!r}")
     if not X.is_contiguous():
         raise ValueError("X must be contiguous (call .contiguous())")
     want = "cpu" if interpreter_mode() else "cuda"
@@ -167,20 +169,21 @@ def data_center(X: torch.Tensor, center) -> torch.Tensor:
 class Workspace:
     """Per-fit buffers reused across iterations (lifted parameters, statistics, padded center, L).
 
-    The center is zero until :meth:`set_center`; L (two-pass only) holds X.shape[0] rows."""
+    The center is zero until :meth:`set_center`; L (two-pass only) holds X.shape[0] rows. W, b, the padded
+    center and L are in the kernels' arithmetic, :func:`kernels.lift.lift_dtype` of ``precision``."""
 
-    def __init__(self, X, K, algorithm):
+    def __init__(self, X, K, algorithm, precision: str = "tf32x3"):
         N, d = X.shape
         self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-        f32, f64, dev = torch.float32, torch.float64, X.device
-        self.W = torch.empty(2 * self.d_pad, self.k_pad, dtype=f32, device=dev)
-        self.b = torch.empty(self.k_pad, dtype=f32, device=dev)
+        lifted, f64, dev = lift_dtype(precision), torch.float64, X.device
+        self.W = torch.empty(2 * self.d_pad, self.k_pad, dtype=lifted, device=dev)
+        self.b = torch.empty(self.k_pad, dtype=lifted, device=dev)
         self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
         self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)
         self.ll = torch.zeros(1, dtype=f64, device=dev)
         self.center64 = torch.zeros(d, dtype=f64, device=dev)
-        self.center = torch.zeros(self.d_pad, dtype=f32, device=dev)
-        self.L = torch.empty(N, dtype=f32, device=dev) if algorithm == "two_pass" else None
+        self.center = torch.zeros(self.d_pad, dtype=lifted, device=dev)
+        self.L = torch.empty(N, dtype=lifted, device=dev) if algorithm == "two_pass" else None
 
     def set_center(self, center: torch.Tensor) -> None:
         self.center64.copy_(center)
@@ -203,7 +206,7 @@ class _GraphedLoop:
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
         d, dev, f64 = X.shape[1], X.device, torch.float64
-        self.ws = Workspace(X, K, algorithm)
+        self.ws = Workspace(X, K, algorithm, precision)
         self.sizes = (K, K * d, K * d, n_iter)
         self.flat = torch.ones(sum(self.sizes), dtype=f64, device=dev)  # weights | means | variances | ell
         *self.params, self.lls = self.split(self.flat)
@@ -250,7 +253,7 @@ def resolve_algorithm(K, d, algorithm, precision):
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if algorithm == "auto":
-        return choose_algorithm(K, d)
+        return choose_algorithm(K, d, precision=precision)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
     return algorithm
@@ -307,20 +310,21 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
             precision: str = "tf32x3", center=True, config: LaunchConfig | None = None) -> StepResult:
     """One fused EM iteration.
 
-    X (N, d) float32; weights (K,), means (K, d), variances (K, d) on X's device.
+    X (N, d) float32 (float32 or float64 under ``precision="fp64"``); weights (K,), means (K, d),
+    variances (K, d) on X's device.
     Returns the updated parameters (float64) and ell = sum_i log p(x_i) at the
     incoming parameters. ``center``: True (column mean), False (refuse data far
     from the origin) or a (d,) tensor. Unless ``center`` is a tensor, X is
     validated and its mean taken on every call (one extra read of X); loops
     should call :func:`fit`, which does that once.
     """
-    check_data(X)
+    check_data(X, precision)
     check_parameters(X, weights, means, variances)
     K, d = means.shape
     algorithm = resolve_algorithm(K, d, algorithm, precision)
-    ws = Workspace(X, K, algorithm)
+    ws = Workspace(X, K, algorithm, precision)
     ws.set_center(data_center(X, center))
-    cfg = config or launch_config(algorithm, K, d)
+    cfg = config or launch_config(algorithm, K, d, precision)
     params = [torch.as_tensor(a, device=X.device).double().clone() for a in (weights, means, variances)]
     ll = torch.zeros(1, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
@@ -352,12 +356,13 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     A model that breaks on the way is an error after the loop, never NaN parameters:
     an M-step with an ill-defined covariance is scikit-learn's ValueError
     (:class:`kernels.mstep.IllDefinedCovarianceError`), an E-step that left float32's
-    range a :class:`Float32RangeError` (a ValueError), whichever came first.
+    range a :class:`Float32RangeError` (a ValueError), whichever came first. ``precision``: "tf32x3",
+    "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted).
     Under a float32 precision the lift's error bound (:func:`kernels.precision.lift_error_bound`) is checked
     at the initial parameters and, if that passed, at the final ones: above the tolerance it is a
     :class:`kernels.precision.Float32LiftWarning` (``lift_check=False`` skips it, for a caller that
     checks the bound itself, as ``GaussianMixture(precision="auto")`` does)."""
-    check_data(X)
+    check_data(X, precision)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     graphed = X.is_cuda and cuda_graph and n_iter > 0
     if graphed:  # the values are checked inside the graph, and the error raised after it (one host sync per fit)
@@ -369,7 +374,7 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     K, d = means.shape
     algorithm = resolve_algorithm(K, d, algorithm, precision)
     shift = data_center(X, center)
-    cfg = config or launch_config(algorithm, K, d)
+    cfg = config or launch_config(algorithm, K, d, precision)
     warned = not lift_check or warn_if_lift_inexact(X, means, variances, shift, precision, "initial")
     if graphed:
         loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
@@ -381,7 +386,7 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
             warn_if_lift_inexact(X, means, variances, shift, precision, "final")
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
                          statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
-    ws = Workspace(X, K, algorithm)
+    ws = Workspace(X, K, algorithm, precision)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
     lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)

@@ -620,6 +620,7 @@ class _FitData:
         self.origin = torch.zeros(d, dtype=torch.float64, device=device) if origin is None else torch.as_tensor(
             origin, device=device)
         self._chunk_origin = origin if self.streamed else None  # subtracted from each streamed chunk
+        self.requested_algorithm = algorithm
         self.block = BlockStatistics(K, d, self.center, backend, algorithm, self.precision)
         self.algorithm = self.block.algorithm
 
@@ -677,8 +678,12 @@ class _FitData:
         if self.backend != "triton":
             return FLOAT64
         if self.auto:
-            self.precision = AUTO_PRECISIONS[self.lift_error_bound(m, v) > SCORE_TOLERANCE]
-            self.block.precision = self.precision
+            precision = AUTO_PRECISIONS[self.lift_error_bound(m, v) > SCORE_TOLERANCE]
+            if precision != self.precision:  # the dispatch rule and the tiles depend on the precision
+                self.precision = precision
+                K, d = m.shape
+                self.block = BlockStatistics(K, d, self.center, self.backend, self.requested_algorithm, precision)
+                self.algorithm = self.block.algorithm
         elif first and not self._warned and self.precision in FLOAT32_PRECISIONS:
             bound = self.lift_error_bound(m, v)
             if bound > SCORE_TOLERANCE:

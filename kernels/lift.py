@@ -3,7 +3,7 @@
 S = [X | X*X] @ W + b with W = [M*tau | -tau/2]^T (2*d_pad, K_pad) and
 b_k = log pi_k - d/2 log 2pi - 1/2 sum_c log V_kc - 1/2 sum_c mu_kc^2 tau_kc.
 Built in float64 on the device once per iteration (Theta(Kd) work), stored in
-float32, zero-padded to powers of two so the kernels can load whole tiles;
+float32 (float64 under precision "fp64", whose kernels compute in float64 end to end), zero-padded to powers of two so the kernels can load whole tiles;
 padded components get the finite sentinel -3e38 in b (never -inf:
 -inf - (-inf) = NaN in the max-shifted exponentials).
 """
@@ -18,6 +18,12 @@ import triton.language as tl
 from kernels import tf32x3
 
 SENTINEL = -3.0e38
+FP64 = "fp64"  # the precision whose lift, score, normalizer and sums are float64 (DMMA on sm_80+)
+
+
+def lift_dtype(precision: str) -> torch.dtype:
+    """The dtype of W, b, the padded center and Algorithm 3's L under ``precision``: the kernels' arithmetic."""
+    return torch.float64 if precision == FP64 else torch.float32
 
 
 def pow2_at_least_16(n: int) -> int:
@@ -25,33 +31,38 @@ def pow2_at_least_16(n: int) -> int:
     return max(16, 1 << (int(n) - 1).bit_length())
 
 
-def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_pad: int, d_pad: int):
-    """(W, b): W float32 (2*d_pad, k_pad), b float32 (k_pad,).
+def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_pad: int, d_pad: int,
+         precision: str = "tf32x3"):
+    """(W, b): W (2*d_pad, k_pad), b (k_pad,) in :func:`lift_dtype` (float32; float64 under fp64).
 
     ``means`` must already be in the kernel's (centered) coordinates.
     """
     K, d = means.shape
+    dtype = lift_dtype(precision)
     w64, m64, v64 = weights.double(), means.double(), variances.double()
     tau = 1.0 / v64
-    W = torch.zeros((2 * d_pad, k_pad), dtype=torch.float32, device=means.device)
-    W[:d, :K] = (m64 * tau).T.float()
-    W[d_pad : d_pad + d, :K] = (-0.5 * tau).T.float()
-    b = torch.full((k_pad,), SENTINEL, dtype=torch.float32, device=means.device)
+    W = torch.zeros((2 * d_pad, k_pad), dtype=dtype, device=means.device)
+    W[:d, :K] = (m64 * tau).T.to(dtype)
+    W[d_pad : d_pad + d, :K] = (-0.5 * tau).T.to(dtype)
+    b = torch.full((k_pad,), SENTINEL, dtype=dtype, device=means.device)
     b[:K] = (
         torch.log(w64) - 0.5 * d * math.log(2.0 * math.pi) - 0.5 * torch.log(v64).sum(1) - 0.5 * (m64 * m64 * tau).sum(1)
-    ).float()
+    ).to(dtype)
     return W, b
+
 
 
 @triton.jit
 def _centered(X, center, rows, src, N, d, stride_x):
-    """x - c at rows x source columns ``src`` (zero in columns past d), and the mask of rows that exist."""
+    """x - c at rows x source columns ``src`` (zero in columns past d), and the mask of rows that exist. X is
+    read in its own dtype and converted in registers to the center's (float64 under fp64: float32 X keeps
+    float32's memory traffic)."""
     col_ok = src < d
     row_ok = rows < N
     c = tl.load(center + src)
     offsets = rows.to(tl.int64)[:, None] * stride_x + src[None, :]  # int64: N*d may pass 2**31 elements
     x = tl.load(X + offsets, mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-    return tl.where(col_ok[None, :], x - c[None, :], 0.0), row_ok
+    return tl.where(col_ok[None, :], x.to(c.dtype) - c[None, :], 0.0), row_ok
 
 
 @triton.jit
@@ -112,15 +123,17 @@ def lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, acc, PRECIS
 
 
 @triton.jit
-def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr):
-    """Zeroed float32 running sums for :func:`accumulate_statistics`: s^T and u^T (D_PAD, BLOCK_K) when
-    HALVES, else [s | u]^T (2*D_PAD, BLOCK_K) and an unused placeholder."""
+def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: tl.constexpr,
+                            PRECISION: tl.constexpr):
+    """Zeroed running sums for :func:`accumulate_statistics` (float64 under fp64, else float32): s^T and u^T
+    (D_PAD, BLOCK_K) when HALVES, else [s | u]^T (2*D_PAD, BLOCK_K) and an unused placeholder."""
+    acc = tl.float64 if PRECISION == "fp64" else tl.float32
     if HALVES:
-        s_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
-        u_sum = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
+        s_sum = tl.zeros([D_PAD, BLOCK_K], dtype=acc)
+        u_sum = tl.zeros([D_PAD, BLOCK_K], dtype=acc)
     else:
-        s_sum = tl.zeros([2 * D_PAD, BLOCK_K], dtype=tl.float32)
-        u_sum = tl.zeros([1, 1], dtype=tl.float32)
+        s_sum = tl.zeros([2 * D_PAD, BLOCK_K], dtype=acc)
+        u_sum = tl.zeros([1, 1], dtype=acc)
     return s_sum, u_sum
 
 
@@ -130,8 +143,10 @@ def _statistics_product(a_hi, a_lo, g_hi, g_lo, running, PRECISION: tl.constexpr
     cores in float32 (issue 21: Hopper's wgmma truncates as it accumulates, so the tensor cores' accumulator
     carried across a program's tiles lost ~1e-4 per component; kernels/README.md "Numerics"). Under tf32x3
     the sm_90 TTGIR keeps that add (an arith.addf after the three products); under ieee, one FMA product
-    rounding to nearest, Triton folds ``running + dot(a, b, 0)`` back into ``dot(a, b, running)``."""
-    fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=tl.float32)
+    rounding to nearest, Triton folds ``running + dot(a, b, 0)`` back into ``dot(a, b, running)``. Under fp64
+    the running sums are float64 (DMMA accumulates in float64 without truncation), so they need no bound on
+    the tiles they add (dispatch.launch_config gives fp64 ``sum_tiles = 0``)."""
+    fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=running.dtype)
     return running + tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, fresh, PRECISION)
 
 

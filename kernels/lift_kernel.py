@@ -6,7 +6,8 @@ at N = 20 000 they cost more than the sweep itself, even replayed from a CUDA
 graph. Here one program per padded component builds its column of W and its b
 in float64 from the parameters and the center, stores them in float32 (what
 ``lift`` computes, to float32 rounding), and clears that component's
-statistics for the E-step that follows (program 0 also clears ell).
+statistics for the E-step that follows (program 0 also clears ell). Under precision "fp64" W and b
+are float64 buffers and keep the float64 values unrounded (kernels.lift.lift_dtype).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from kernels.lift import SENTINEL
 @triton.jit
 def _lift_kernel(
     weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
-    W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD) f32, b (K_PAD,) f32; cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
+    W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD), b (K_PAD,) f32 or f64 (fp64); cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
     K, d, K_PAD, half_log_2pi: tl.float64,
     D_PAD: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
@@ -33,12 +34,12 @@ def _lift_kernel(
     mu = tl.load(means + k * d + c, mask=ok, other=0.0).to(tl.float64) - tl.load(center + c, mask=ok, other=0.0).to(tl.float64)
     var = tl.load(variances + k * d + c, mask=ok, other=1.0).to(tl.float64)
     tau = 1.0 / var
-    tl.store(W + c * K_PAD + k, tl.where(ok, mu * tau, 0.0).to(tl.float32))
-    tl.store(W + (D_PAD + c) * K_PAD + k, tl.where(ok, -0.5 * tau, 0.0).to(tl.float32))
+    tl.store(W + c * K_PAD + k, tl.where(ok, mu * tau, 0.0).to(W.dtype.element_ty))
+    tl.store(W + (D_PAD + c) * K_PAD + k, tl.where(ok, -0.5 * tau, 0.0).to(W.dtype.element_ty))
     log_w = tl.log(tl.load(weights + k, mask=real, other=1.0).to(tl.float64))
     terms = tl.where(ok, 0.5 * tl.log(var) + 0.5 * mu * mu * tau, 0.0)
-    bias = log_w - d * half_log_2pi - tl.sum(terms, 0)
-    tl.store(b + k, tl.where(real, bias, SENTINEL_VALUE).to(tl.float32))
+    bias = log_w - d.to(tl.float64) * half_log_2pi - tl.sum(terms, 0)  # the interpreter would round d * (a float) to float32
+    tl.store(b + k, tl.where(real, bias, SENTINEL_VALUE).to(b.dtype.element_ty))
     tl.store(n + k, 0.0)
     tl.store(su + k * (2 * D_PAD) + c, tl.zeros([D_PAD], tl.float64))
     tl.store(su + k * (2 * D_PAD) + D_PAD + c, tl.zeros([D_PAD], tl.float64))

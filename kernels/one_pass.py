@@ -9,7 +9,9 @@ accumulates the statistics with a second product, each tile's into float32 runni
 (kernels.lift.accumulate_statistics) over at most LaunchConfig.sum_tiles tiles a program (the grid
 grows where the persistent one would give a program more). One atomic commit per program.
 At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
-Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3).
+Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3). Under fp64 W, b and the
+center are float64 (kernels.lift.lift_dtype), the row tile is converted to float64 in registers, and the
+score, normalizer and running sums are float64.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 # (launch.sum_bounded), and one compile serves every N
 @triton.jit(do_not_specialize=["num_programs"])
 def _one_pass_kernel(
-    X, center, W, b,  # X (N, d) f32; center (D_PAD,) f32; W (2*D_PAD, K_PAD) f32; b (K_PAD,) f32
+    X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
@@ -45,14 +47,14 @@ def _one_pass_kernel(
     # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
     HALVES: tl.constexpr = D_PAD >= 64
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_sum, u_sum = statistics_accumulators(D_PAD, K_PAD, HALVES)
-    bias = tl.load(b + kk)
-    n_sum = tl.zeros([K_PAD], dtype=tl.float32)
+    s_sum, u_sum = statistics_accumulators(D_PAD, K_PAD, HALVES, PRECISION)
+    bias = tl.load(b + kk)  # its dtype (float64 under fp64) is the score's and the sums'
+    n_sum = tl.zeros([K_PAD], dtype=bias.dtype)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
-        s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, tl.zeros([BLOCK_N, K_PAD], tl.float32),
+        s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, tl.zeros([BLOCK_N, K_PAD], bias.dtype),
                          PRECISION, HALVES)
         s += bias[None, :]
         m = tl.max(s, 1)
@@ -71,8 +73,8 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
                         cfg: LaunchConfig, precision: str, out=None):
     """Statistics of one E-step by Algorithm 2.
 
-    X (N, d) float32 contiguous; center (d_pad,) float32; W (2*d_pad, k_pad) and
-    b (k_pad,) from :func:`kernels.lift.lift`. Returns float64 tensors
+    X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) and
+    b (k_pad,) from :func:`kernels.lift.lift`, in its :func:`kernels.lift.lift_dtype`. Returns float64 tensors
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     """
@@ -108,7 +110,8 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
 def shared_memory_floor(k_pad: int, d_pad: int, precision: str) -> int:
     """Bytes of shared memory Algorithm 2 needs on a Hopper GPU whatever the tile: wgmma reads the score
     dot's B operand, W (2*d_pad x k_pad float32), from shared memory, where it stays for the whole
-    sweep -- twice under tf32x3 (its TF32 high and low halves). ieee runs on FMA units: no such floor."""
+    sweep -- twice under tf32x3 (its TF32 high and low halves). ieee runs on FMA units and fp64 on mma.sync
+    (DMMA: wgmma has no float64), which read their operands from registers: no such floor."""
     return {"tf32x3": 2, "tf32": 1}.get(precision, 0) * 2 * d_pad * k_pad * 4
 
 

@@ -38,7 +38,7 @@ def kernel_statistics(algorithm, X, weights, means, variances, precision, cfg=No
     E-step on uncentered X."""
     K, d = means.shape
     t = [torch.as_tensor(a, device=X.device) for a in (weights, means, variances)]
-    ws = Workspace(X, K, algorithm)  # center zero: statistics of X itself
+    ws = Workspace(X, K, algorithm, precision)  # center zero: statistics of X itself
     n, su, ll = estep_statistics(X, *t, ws, algorithm, precision, cfg or LaunchConfig(block_n=32, block_k=16))
     n, su, d_pad = n.cpu().numpy(), su.cpu().numpy(), ws.d_pad
     return n[:K], su[:K, :d], su[:K, d_pad : d_pad + d], float(ll.cpu()[0]), (n[K:], su[K:])

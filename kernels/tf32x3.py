@@ -8,6 +8,10 @@ per program, or before the launch when its tiles are streamed), and accumulate i
 the products' own accumulator. Same three products, in the order of tl.dot's
 (lo*hi, hi*lo, hi*hi). X and the parameters are finite (validated in kernels.em),
 so the NaN scrub has nothing to do.
+
+Under ``"fp64"`` the operands are float64 and one ``tl.dot`` on them is the product (DMMA,
+``mma.sync.aligned.m8n8k4`` f64, on sm_80+); ``"ieee"`` is the only input precision Triton takes for
+float64 operands, and the accumulator is float64 (``out_dtype``).
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ def tf32_high(x):
 @triton.jit
 def split(x, PRECISION: tl.constexpr):
     """An operand as (high, low): x's TF32 halves under tf32x3 (high + low == x exactly);
-    (x, x) under any other precision, where :func:`dot` reads only the first."""
+    (x, x) under any other precision (ieee, fp64), where :func:`dot` reads only the first."""
     if PRECISION == "tf32x3":
         high = tf32_high(x)
         return high, x - high
@@ -51,11 +55,13 @@ def join(high, low, PRECISION: tl.constexpr):
 @triton.jit
 def dot(a_hi, a_lo, b_hi, b_lo, acc, PRECISION: tl.constexpr):
     """acc + a @ b from operands made by :func:`split`: three TF32 products accumulated in acc
-    under tf32x3, one tl.dot at ``PRECISION`` otherwise."""
+    under tf32x3, one float64 product into a float64 acc under fp64, one tl.dot at ``PRECISION`` otherwise."""
     if PRECISION == "tf32x3":
         acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
         acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
         return tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+    elif PRECISION == "fp64":
+        return tl.dot(a_hi, b_hi, acc, input_precision="ieee", out_dtype=tl.float64)
     else:
         return tl.dot(a_hi, b_hi, acc, input_precision=PRECISION)
 

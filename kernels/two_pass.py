@@ -14,7 +14,8 @@ already split and transposed (lanes contiguous), so wgmma reads each component
 tile straight from the copy the pipeliner makes into shared memory. Through
 ``tl.dot(..., "tf32x3")`` every W tile went through registers to be split and was
 stored back transposed with 8-way bank conflicts (ncu at cd418ce, 2026-11-30): pass 1 9.5 ->
-6.9 ms at 1M_4096_32, L bit-identical.
+6.9 ms at 1M_4096_32, L bit-identical. Under fp64 W, b, the center and L are float64 and both passes
+compute in float64 (as kernels/one_pass.py does).
 """
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ def _normalizer_kernel(
     lanes = tl.arange(0, 2 * D_PAD)
     cols = tl.arange(0, D_PAD)
     x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
-    m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
-    lam = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc = tl.float64 if PRECISION == "fp64" else tl.float32
+    m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=acc)
+    lam = tl.zeros([BLOCK_N], dtype=acc)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
         if HALVES:
@@ -65,7 +67,7 @@ def _normalizer_kernel(
                 wm_lo = wm_hi
             wq_hi, wq_lo = wm_hi, wm_lo
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
-                         tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
+                         tl.zeros([BLOCK_N, BLOCK_K], acc), PRECISION, HALVES)
         s += tl.load(b + kk)[None, :]
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
@@ -88,15 +90,15 @@ def _statistics_kernel(
     split = tl.program_id(1)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
-    s_sum, u_sum = statistics_accumulators(D_PAD, BLOCK_K, HALVES)
-    bias = tl.load(b + kk)
-    n_sum = tl.zeros([BLOCK_K], dtype=tl.float32)
+    s_sum, u_sum = statistics_accumulators(D_PAD, BLOCK_K, HALVES, PRECISION)
+    bias = tl.load(b + kk)  # its dtype (float64 under fp64) is the score's and the sums'
+    n_sum = tl.zeros([BLOCK_K], dtype=bias.dtype)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
-                         tl.zeros([BLOCK_N, BLOCK_K], tl.float32), PRECISION, HALVES)
+                         tl.zeros([BLOCK_N, BLOCK_K], bias.dtype), PRECISION, HALVES)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
@@ -107,8 +109,8 @@ def _statistics_kernel(
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
                         cfg: LaunchConfig, precision: str, out=None, L_buffer=None):
     """Statistics of one E-step by Algorithm 3; same contract as
-    :func:`kernels.one_pass.one_pass_statistics`. ``L_buffer`` (N,) float32 is the
-    row-normalizer scratch (allocated when not given)."""
+    :func:`kernels.one_pass.one_pass_statistics`. ``L_buffer`` (N,) in W's dtype (float32; float64 under
+    fp64) is the row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if out is None:
@@ -116,7 +118,7 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
         out = (torch.zeros(k_pad, dtype=f64, device=X.device), torch.zeros(k_pad, 2 * d_pad, dtype=f64, device=X.device),
                torch.zeros(1, dtype=f64, device=X.device))
     n, su, ll = out
-    L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)
+    L = L_buffer if L_buffer is not None else torch.empty(N, dtype=W.dtype, device=X.device)
     normalizer_pass(X, center, W, b, K, cfg, precision, L, ll)
     statistics_pass(X, center, W, b, K, cfg, precision, L, n, su)
     return n, su, ll
@@ -126,7 +128,7 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
     N, d = X.shape
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
-    WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee: W itself, WT_split unused
+    WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee, fp64: W itself, WT_split unused
     _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, WT_split, b, L, ll, N, d, K, X.stride(0),
                                                            **meta)
 

@@ -25,9 +25,10 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels.dispatch import launch_config
+from kernels.em import PRECISIONS
 from kernels.launch import LaunchConfig, parse_config
 from kernels import one_pass, two_pass
-from kernels.lift import pow2_at_least_16
+from kernels.lift import FP64, pow2_at_least_16
 
 SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
         "max_programs": 32}
@@ -36,12 +37,14 @@ I32 = "i32"
 
 
 def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
-    """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it)."""
-    one = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
+    """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it). X is
+    float32; the lifted parameters, the center and L float64 under fp64 (kernels.lift.lift_dtype)."""
+    lp = PTRS64 if precision == FP64 else PTRS32
+    one = {"X": PTRS32, "center": lp, "W": lp, "b": lp, "n_out": PTRS64, "su_out": PTRS64,
            "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "num_programs": I32}
-    norm = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "WT_split": PTRS32, "b": PTRS32, "L_out": PTRS32, "ll_out": PTRS64,
+    norm = {"X": PTRS32, "center": lp, "W": lp, "WT_split": lp, "b": lp, "L_out": lp, "ll_out": PTRS64,
             "N": I32, "d": I32, "K": I32, "stride_x": I32}
-    stats = {"X": PTRS32, "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
+    stats = {"X": PTRS32, "center": lp, "W": lp, "b": lp, "L": lp, "n_out": PTRS64,
              "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "n_splits": I32}
     return {
         "one_pass": (one_pass._one_pass_kernel, one, one_pass.launch_meta(cfg, k_pad, d_pad, precision)),
@@ -121,7 +124,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
     if triton.knobs.runtime.interpret:
         raise RuntimeError("harness.studies.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
-    cfg = cfg or launch_config(algorithm, K, d)
+    cfg = cfg or launch_config(algorithm, K, d, precision)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
     for name, (fn, sig, meta) in _kernels(k_pad, d_pad, cfg, precision).items():
@@ -140,7 +143,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue
-        rows.append({**row, **_usage(compiled, warps)})
+        rows.append({**row, **_usage(compiled, warps), "ptx_f64_mma": dmma_count(compiled.asm["ptx"])})
     if algorithm == "two_pass" and precision == "tf32x3" and cfg.warp_specialized_pass2 and d_pad == 32:
         source, constexprs, options = _ws_pass2(k_pad, cfg)
         row = {"kernel": "two_pass.statistics_ws", "K": K, "d": d, "precision": precision, "num_warps": 8,
@@ -154,6 +157,12 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             and k_pad <= 128):
         rows.append(ws_one_pass_report(K))
     return rows
+
+
+def dmma_count(ptx: str) -> int:
+    """Float64 tensor-core products (DMMA) in a kernel's PTX: mma.sync with f64 operands, m8n8k4 on sm_80,
+    m16n8k16 where Triton targets sm_90."""
+    return len(re.findall(r"mma\.sync\.aligned\.m\d+n\d+k\d+\S*\.f64", ptx))
 
 
 def _sass(compiled) -> str:
@@ -190,7 +199,7 @@ def main(argv=None) -> None:
     p.add_argument("--K", type=int, required=True)
     p.add_argument("--d", type=int, required=True)
     p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
-    p.add_argument("--precision", default="tf32x3", choices=("tf32x3", "ieee"))
+    p.add_argument("--precision", default="tf32x3", choices=PRECISIONS)
     p.add_argument("--config", action="append", default=[None], help="LaunchConfig as in harness.studies.measure (repeatable)")
     a = p.parse_args(argv)
     for text in a.config:

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from kernels import reference as ref
 from kernels.testing import kernel_statistics, problem  # noqa: F401 (shared with the exactness battery)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -26,6 +27,30 @@ def assert_statistics_close(got, want, X, rtol):
     N, xmax = X.shape[0], float(np.abs(np.asarray(X)).max())
     for g, w, scale, what in zip(got, want, (N, N * xmax, N * xmax**2), "nsu"):
         assert_close_rel(g, w, rtol, what, scale)
+
+
+def per_component_scales(X, weights, means, variances):
+    """Each component's own size (kernels.estep.SCALES) from float64 responsibilities: n_k for n_k,
+    sum_i Gamma_ik |x_i| for s_k (s cancels, its terms do not), u_k for u_k; floored at float64's
+    smallest normal number times N (max|x|, max|x|^2), below which a responsibility has no relative digits."""
+    X = np.asarray(X, np.float64)
+    S = ref.log_prob(X, weights, means, variances)
+    G = np.exp(S - ref.logsumexp_rows(S)[:, None])
+    floor, xmax = X.shape[0] * np.finfo(np.float64).tiny, float(np.abs(X).max())
+    return (np.maximum(G.sum(0), floor), np.maximum(G.T @ np.abs(X), floor * xmax),
+            np.maximum(G.T @ (X * X), floor * xmax**2))
+
+
+def assert_per_component_close(got, want, scales, rtol):
+    """(n, s, u) against a reference, every entry relative to its component's :func:`per_component_scales`
+    (where a scale is 0, only an exact match passes)."""
+    for g, w, scale, what in zip(got, want, scales, "nsu"):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        assert np.isfinite(g).all(), f"{what}: non-finite values"
+        diff = np.abs(g - w)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a scale of 0 (no mass, x = 0) allows only 0
+            err = float(np.where(diff == 0, 0.0, diff / scale).max())
+        assert err <= rtol, f"{what}: max per-component error {err:.3g}, allowed {rtol:g}"
 
 
 @pytest.fixture(params=PRECISIONS)

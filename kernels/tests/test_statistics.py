@@ -9,9 +9,11 @@ import torch
 
 from kernels import reference as ref
 from kernels.launch import LaunchConfig
-from kernels.tests.conftest import ALGORITHMS, assert_close_rel, assert_statistics_close, kernel_statistics, problem
+from kernels.tests.conftest import (ALGORITHMS, assert_close_rel, assert_per_component_close, assert_statistics_close,
+                                    kernel_statistics, per_component_scales, problem)
 
 RTOL = 2e-5  # fp32 accumulation over ~1e3 rows; tf32x3 is fp32-accurate
+FP64_RTOL = 1e-12  # issue 20: precision fp64 is scikit-learn's float64 arithmetic
 
 CASES = [  # (N, K, d)
     (1023, 7, 5),
@@ -32,6 +34,31 @@ def test_statistics_match_float64_reference(algorithm, N, K, d, precision):
     assert_statistics_close((n, s, u), (rn, rs, ru), X.cpu().numpy(), RTOL)
     assert abs(ll - rll) <= 1e-6 * abs(rll), (ll, rll)
     assert abs(n.sum() - N) <= 1e-5 * N  # rows of Gamma sum to one
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("N,K,d", CASES)
+def test_fp64_statistics_match_float64_reference_per_component(algorithm, N, K, d):
+    """fp64: float64 lift, score, normalizer and sums; every component's n, s, u to 1e-12 of its own size."""
+    X, w, m, v = problem(N, K, d)
+    n, s, u, ll, _ = kernel_statistics(algorithm, X, w, m, v, "fp64")
+    rn, rs, ru, rll = ref.estep(X.cpu().numpy(), w, m, v)
+    assert_per_component_close((n, s, u), (rn, rs, ru), per_component_scales(X.cpu().numpy(), w, m, v), FP64_RTOL)
+    assert abs(ll - rll) <= FP64_RTOL * abs(rll), (ll, rll)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fp64_reads_float64_x_where_it_is(algorithm):
+    """float64 X is read as float64 (no rounding to float32): data that float32 cannot hold (x + 1e-9 on
+    a 1e3 offset) keeps its statistics to 1e-12, where the same data rounded to float32 does not."""
+    X, w, m, v = problem(1023, 7, 5, seed=3)
+    X64 = X.double() + torch.linspace(0.0, 1e-6, X.shape[0], dtype=torch.float64, device=X.device)[:, None]
+    n, s, u, ll, _ = kernel_statistics(algorithm, X64, w, m, v, "fp64")
+    want = ref.estep(X64.cpu().numpy(), w, m, v)
+    scales = per_component_scales(X64.cpu().numpy(), w, m, v)
+    assert_per_component_close((n, s, u), want[:3], scales, FP64_RTOL)
+    rounded = kernel_statistics(algorithm, X64.float(), w, m, v, "fp64")
+    assert float((np.abs(rounded[1] - want[1]) / scales[1]).max()) > 100 * FP64_RTOL  # float32 X loses it
 
 
 TILINGS = [
