@@ -17,7 +17,8 @@ Same parameters, methods, attributes and convergence rule as
   ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`: the data's range
   about its mean and the smallest variances, O(Kd) and one host read an iteration), else "fp64" -- the
   near-constant features of issue 20, whose floored variances make the float32 lift cancel terms of
-  ~1e9. ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU
+  ~1e9; "fp64" computes the E-step in float64 on the kernels (X still reaches them as
+  float32, as below). ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU
   fallback), ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
