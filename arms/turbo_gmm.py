@@ -92,7 +92,7 @@ def prepare_e2e(X_host, X_device, K, opts):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # converged_ is recorded instead
                 gm.fit(X)
-            info = {"algorithm": gm.algorithm_, "precision": gm.precision, "backend": gm.backend_,
+            info = {"algorithm": gm.algorithm_, "precision": gm.precision_, "backend": gm.backend_,
                     "init_params": gm.init_params, "init_backend": gm.init_backend_, "converged": bool(gm.converged_),
                     "lower_bound": float(gm.lower_bound_)}
             return Fit(gm.weights_, gm.means_, gm.covariances_, n_iter=int(gm.n_iter_), info=info), gm.fit_profile_

@@ -10,6 +10,7 @@ registers, no copy of X): the lift loses about one decimal digit per decade of
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,8 @@ from kernels.mstep import IllDefinedCovarianceError
 from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
 from kernels import one_pass, two_pass
 from kernels.one_pass import one_pass_statistics
+from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, lift_error_bound, \
+    lift_warning
 from kernels.two_pass import two_pass_statistics
 
 FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # what kernels/full and kernels/tied compute (no fp64 there yet)
@@ -333,8 +336,20 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     return StepResult(*params, ll[0], floored[0], algorithm)
 
 
+def warn_if_lift_inexact(X, means, variances, shift, precision, where) -> bool:
+    """Warn (:class:`kernels.precision.Float32LiftWarning`) when a float32 precision's lift error bound at
+    (means, variances) exceeds the tolerance (:mod:`kernels.precision`); one host sync. True if it warned."""
+    if precision not in FLOAT32_PRECISIONS:
+        return False
+    bound = float(lift_error_bound(data_radius(X, shift), means, variances, shift))
+    if bound > SCORE_TOLERANCE:
+        warnings.warn(lift_warning(bound, where), Float32LiftWarning, stacklevel=3)
+        return True
+    return False
+
+
 def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
-        center=True, config: LaunchConfig | None = None, cuda_graph: bool = True) -> FitResult:
+        center=True, config: LaunchConfig | None = None, cuda_graph: bool = True, lift_check: bool = True) -> FitResult:
     """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, variances)
     (tensors or arrays). No early stopping; nothing synchronizes with the host
     inside the loop. ``center`` as in :func:`em_step`; X's values are checked once.
@@ -344,7 +359,11 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     an M-step with an ill-defined covariance is scikit-learn's ValueError
     (:class:`kernels.mstep.IllDefinedCovarianceError`), an E-step that left float32's
     range a :class:`Float32RangeError` (a ValueError), whichever came first. ``precision``: "tf32x3",
-    "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted)."""
+    "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted).
+    Under a float32 precision the lift's error bound (:func:`kernels.precision.lift_error_bound`) is checked
+    at the initial parameters and, if that passed, at the final ones: above the tolerance it is a
+    :class:`kernels.precision.Float32LiftWarning` (``lift_check=False`` skips it, for a caller that
+    checks the bound itself, as ``GaussianMixture(precision="auto")`` does)."""
     check_data(X, precision)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     graphed = X.is_cuda and cuda_graph and n_iter > 0
@@ -358,12 +377,15 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     algorithm = resolve_algorithm(K, d, algorithm, precision)
     shift = data_center(X, center)
     cfg = config or launch_config(algorithm, K, d, precision)
+    warned = not lift_check or warn_if_lift_inexact(X, means, variances, shift, precision, "initial")
     if graphed:
         loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
         (weights, means, variances, lls), (floored, *flags, failure), lls_host = loop.run((weights, means, variances),
                                                                                           shift)
         raise_if_invalid(flags)
         raise_if_failed(failure)
+        if not warned:
+            warn_if_lift_inexact(X, means, variances, shift, precision, "final")
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
                          statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
     ws = Workspace(X, K, algorithm, precision)
@@ -375,4 +397,6 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     _iterate(X, params, ws, lls, floored, failure, algorithm, precision, reg_covar, cfg)
     floored, failure = torch.cat([floored, failure]).tolist()  # one host sync
     raise_if_failed(failure)
+    if not warned:
+        warn_if_lift_inexact(X, params[1], params[2], shift, precision, "final")
     return FitResult(*params, lls, floored, algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))

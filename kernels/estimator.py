@@ -9,8 +9,17 @@ Same parameters, methods, attributes and convergence rule as
   "cpu" (the fallback: the same E-step statistics by torch ops in float64, in
   row blocks). ``backend_`` says which ran: "triton", "triton-interpreter" or
   "torch-cpu".
-* ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`); ``precision="fp64"``
-  computes the E-step in float64 on the kernels (X still reaches them as float32, as below).
+* ``algorithm``: passed to the kernels (:func:`kernels.fit`).
+* ``precision``: "auto" (the default), or one of the kernels' precisions, passed as it is
+  (``kernels.em.PRECISIONS``; a float32 one warns, :class:`kernels.precision.Float32LiftWarning`, where
+  its lift's error bound exceeds the tolerance at a start's initial parameters). "auto", before every
+  EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming parameters is within
+  ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`: the data's range
+  about its mean and the smallest variances, O(Kd) and one host read an iteration), else "fp64" -- the
+  near-constant features of issue 20, whose floored variances make the float32 lift cancel terms of
+  ~1e9; "fp64" computes the E-step in float64 on the kernels (X still reaches them as
+  float32, as below). ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU
+  fallback), ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
   (:mod:`kernels.streaming`), summing float64 statistics before one M-step.
@@ -99,6 +108,8 @@ from kernels.em import fit as em_fit
 from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag
 from kernels.initialization import initial_moments
 from kernels.mstep import IllDefinedCovarianceError, well_defined
+from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
+    lift_error_bound, lift_warning
 from kernels.streaming import CPU_BLOCK_BYTES, host_column_mean, rows_per_chunk, streamed_statistics
 
 COVARIANCE_TYPES = ("diag", "spherical")
@@ -109,6 +120,8 @@ EPS64 = float(np.finfo(np.float64).eps)
 INIT_BLOCK_ROWS = 1 << 14
 ORIGIN_ROWS = 1024  # rows whose mean is subtracted from a float64 host X before its float32 copy
 PROFILE_PHASES = ("transfer", "validation", "init", "em")
+AUTO_PRECISIONS = ("tf32x3", "fp64")  # precision="auto": within the float32 lift's tolerance, beyond it
+FLOAT64 = "fp64"  # what ran on the float64 CPU fallback
 
 
 class GaussianMixture(DensityMixin, BaseEstimator):
@@ -118,7 +131,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     for ``device``, ``algorithm``, ``precision``, ``max_device_bytes``, ``init_backend``
     and the arrays taken and returned). Extra fitted attributes: ``backend_``,
     ``algorithm_``, ``n_floored_`` (variance entries floored at ``reg_covar`` over the
-    fit, see :mod:`kernels.mstep`), ``rows_per_chunk_`` (None when X was on the device
+    fit, see :mod:`kernels.mstep`), ``precision_`` and ``precision_switches_`` (the precision of the last
+    iteration, and each iteration where it began or changed), ``rows_per_chunk_`` (None when X was on the device
     at once), ``init_backend_`` ("torch" or "sklearn"), ``fit_profile_`` (seconds per
     phase and iterations, see the module docstring).
     """
@@ -128,7 +142,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         "covariance_type": [StrOptions(set(COVARIANCE_TYPES))],
         "device": [StrOptions(set(DEVICES))],
         "algorithm": [StrOptions({"auto", *ALGORITHMS})],
-        "precision": [StrOptions(set(PRECISIONS))],
+        "precision": [StrOptions({"auto", *PRECISIONS})],
         "max_device_bytes": [Interval(Integral, 1, None, closed="left"), None],
         "init_backend": [StrOptions(set(INIT_BACKENDS))],
     }
@@ -136,7 +150,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     def __init__(self, n_components=1, *, covariance_type="diag", tol=1e-3, reg_covar=1e-6, max_iter=100, n_init=1,
                  init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, random_state=None,
                  warm_start=False, verbose=0, verbose_interval=10, device="auto", algorithm="auto",
-                 precision="tf32x3", max_device_bytes=None, init_backend="auto"):
+                 precision="auto", max_device_bytes=None, init_backend="auto"):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.tol = tol
@@ -223,7 +237,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         random_state = check_random_state(self.random_state)
         init_backend = self._init_backend(data)
         progress = _Progress(self.verbose, self.verbose_interval)
-        best = dict(lower_bound=-np.inf, converged=False, params=None, n_iter=0, lower_bounds=[], floored=0)
+        best = dict(lower_bound=-np.inf, converged=False, params=None, n_iter=0, lower_bounds=[], floored=0,
+                    switches=[])
         iterations = 0
         for init in range(n_init):
             progress.init_begin(init)
@@ -236,11 +251,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     w, m, v = (torch.as_tensor(a, dtype=torch.float64, device=data.device)
                                for a in (self.weights_, self.means_, self.covariances_))
             lower_bound = -np.inf if do_init else self.lower_bound_
-            lower_bounds, converged, floored, n_iter = [], False, 0, 0
+            lower_bounds, converged, floored, n_iter, switches = [], False, 0, 0, []
             with clock.phase("em"):
                 for n_iter in range(1, self.max_iter + 1):
                     prev = lower_bound
-                    w, m, v, f, ll = data.iterate(w, m, v[:, None].expand(K, d) if spherical else v)
+                    full = v[:, None].expand(K, d) if spherical else v
+                    precision = data.choose_precision(m, full, first=n_iter == 1)
+                    if not switches or switches[-1][1] != precision:
+                        switches.append((n_iter, precision))
+                    w, m, v, f, ll = data.iterate(w, m, full)
                     if spherical:  # scikit-learn's spherical variance: the feature-average of the diagonal one
                         v = v.mean(1)
                     floored += f
@@ -256,10 +275,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 progress.init_end(lower_bound, converged)
             candidate = (w, m, v)
             if self.max_iter == 0:
-                best.update(params=candidate, n_iter=0)
+                best.update(params=candidate, n_iter=0, switches=[(0, data.choose_precision(m, v[:, None].expand(
+                    K, d) if spherical else v, first=True))])
             elif lower_bound > best["lower_bound"] or best["lower_bound"] == -np.inf:
                 best = dict(lower_bound=lower_bound, converged=converged, params=candidate, n_iter=n_iter,
-                            lower_bounds=lower_bounds, floored=floored)
+                            lower_bounds=lower_bounds, floored=floored, switches=switches)
         if not best["converged"] and self.max_iter > 0:
             warnings.warn("Best performing initialization did not converge. Try different init parameters, or "
                           "increase max_iter, tol, or check for degenerate data.", ConvergenceWarning)
@@ -272,6 +292,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.lower_bound_ = best["lower_bound"]
         self.lower_bounds_ = best["lower_bounds"]
         self.n_floored_ = best["floored"]
+        self.precision_switches_ = best["switches"]
+        self.precision_ = best["switches"][-1][1]
         self.init_backend_ = init_backend
         self.fit_profile_ = clock.profile(n_iter=iterations)
 
@@ -557,12 +579,15 @@ class _FitData:
         clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
         N, d = X.shape
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
-        self.precision = precision
+        self.auto = precision == "auto"
+        self.precision = AUTO_PRECISIONS[0] if self.auto else precision  # auto: updated by choose_precision
+        self._radius = None  # the data's range about its mean, for the float32 lift's bound
+        self._warned = False
         self._owned = False  # the tensor is the estimator's own copy (its cached graphs go with the fit)
         self._host = None  # the host array a device copy was made from
         origin = None
         if backend == "triton":
-            resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, precision) == "two_pass" else 0)
+            resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, self.precision) == "two_pass" else 0)
             self.streamed = not isinstance(X, torch.Tensor) and max_device_bytes is not None and resident > max_device_bytes
             self.dtype = torch.float32
         else:
@@ -596,7 +621,8 @@ class _FitData:
         self.origin = torch.zeros(d, dtype=torch.float64, device=device) if origin is None else torch.as_tensor(
             origin, device=device)
         self._chunk_origin = origin if self.streamed else None  # subtracted from each streamed chunk
-        self.block = BlockStatistics(K, d, self.center, backend, algorithm, precision)
+        self.requested_algorithm = algorithm
+        self.block = BlockStatistics(K, d, self.center, backend, algorithm, self.precision)
         self.algorithm = self.block.algorithm
 
     @property
@@ -627,6 +653,45 @@ class _FitData:
                  for r0 in range(0, X.shape[0], step))
         return float(np.mean(s2 / X.shape[0]))
 
+    def radius(self) -> torch.Tensor:
+        """max_i |x_ij - mean_j| per column (float64, on the device): one read of X, once per fit."""
+        if self._radius is None:
+            if isinstance(self.X, torch.Tensor):
+                self._radius = data_radius(self.X, self.center)
+            else:  # a host array, in blocks, about the mean in X's own coordinates
+                mean = (self.center + self.origin).cpu().numpy()
+                step = max(1, CPU_BLOCK_BYTES // (8 * self.shape[1]))
+                reach = np.zeros(self.shape[1])
+                for r0 in range(0, self.shape[0], step):
+                    reach = np.maximum(reach, np.abs(np.asarray(self.X[r0 : r0 + step], np.float64) - mean).max(0))
+                self._radius = torch.as_tensor(reach, device=self.device)
+        return self._radius
+
+    def lift_error_bound(self, m, v) -> float:
+        """The float32 lift's score error bound at means m (X's coordinates) and variances v (K, d)."""
+        return float(lift_error_bound(self.radius(), m, v, self.center + self.origin))
+
+    def choose_precision(self, m, v, first=False) -> str:
+        """The precision of the next iteration from (m, v (K, d)): "fp64" on the float64 CPU fallback; under
+        "auto" "tf32x3" if the float32 lift's bound is within the tolerance, else "fp64"; a float32
+        precision given explicitly is kept, with one :class:`Float32LiftWarning` per fit where the bound at a
+        start's initial parameters (``first``) exceeds the tolerance."""
+        if self.backend != "triton":
+            return FLOAT64
+        if self.auto:
+            precision = AUTO_PRECISIONS[self.lift_error_bound(m, v) > SCORE_TOLERANCE]
+            if precision != self.precision:  # the dispatch rule and the tiles depend on the precision
+                self.precision = precision
+                K, d = m.shape
+                self.block = BlockStatistics(K, d, self.center, self.backend, self.requested_algorithm, precision)
+                self.algorithm = self.block.algorithm
+        elif first and not self._warned and self.precision in FLOAT32_PRECISIONS:
+            bound = self.lift_error_bound(m, v)
+            if bound > SCORE_TOLERANCE:
+                warnings.warn(lift_warning(bound, "initial"), Float32LiftWarning, stacklevel=6)
+                self._warned = True
+        return self.precision
+
     def statistics(self, w, m, v):
         if self.streamed:
             return streamed_statistics(self.X, self.block, (w, m - self.origin, v), self.rows, self.device, self.dtype,
@@ -638,7 +703,7 @@ class _FitData:
         ell at the incoming parameters as a float) -- a replay of the captured graph when X is on the device."""
         if self.backend == "triton" and not self.streamed:
             r = em_fit(self.X, (w, m - self.origin, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
-                       precision=self.precision, center=self.center)
+                       precision=self.precision, center=self.center, lift_check=False)
             ll = r.log_likelihoods_host[0] if r.log_likelihoods_host is not None else float(r.log_likelihoods[0])
             return r.weights, r.means + self.origin, r.variances, r.n_floored, ll  # graphed: one host read
         st = self.statistics(w, m, v)

@@ -1,0 +1,187 @@
+"""The float32 lift's error bound (kernels/precision.py) against measurements: Appendix C's case study, the
+kernels' form with tf32x3's split, planted near-constant features (issue 20) where tf32x3 leaves float64 EM
+and fp64 follows it step by step, the warning of kernels.fit, and GaussianMixture(precision="auto")."""
+import csv
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.mixture import GaussianMixture as SkGaussianMixture
+
+import kernels
+from kernels import reference as ref
+from kernels.datasets import generating_mixture, make_dataset
+from kernels.estimator import GaussianMixture
+from kernels.precision import (LIFT_ERROR_CONSTANT, SCORE_TOLERANCE, U32, Float32LiftWarning, column_extremes,
+                               data_radius, lift_error_bound)
+from kernels.tests.conftest import DEVICE
+
+CONDITIONING_CSV = Path(__file__).resolve().parents[2] / "results" / "h200" / "conditioning.csv"
+
+
+def _bound(X, means, variances):
+    X = torch.as_tensor(np.asarray(X, np.float64))
+    c = X.mean(0)
+    return float(lift_error_bound(data_radius(X, c), torch.as_tensor(means), torch.as_tensor(variances), c))
+
+
+def _tf32(a):
+    """a rounded to TF32 as kernels/tf32x3.py rounds it (ties away from zero)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.int32)
+    return ((bits + 0x1000) & -8192).view(np.float32)
+
+
+def _tf32x3(A, B):
+    """A @ B as three TF32 products (lo*hi, hi*lo, hi*hi) accumulated in float32, each operand's low half
+    itself rounded to TF32 as the tensor cores read it."""
+    Ah, Bh = _tf32(A), _tf32(B)
+    Al, Bl = _tf32(A - Ah), _tf32(B - Bh)
+    return (Al @ Bh + Ah @ Bl) + Ah @ Bh
+
+
+def test_constant_covers_the_conditioning_study_and_the_kernels_form():
+    """Appendix C's study (harness/studies/conditioning.py, seed 0, d = 64; its committed CSV's errors are
+    relative to max |S_ref|, recomputed here) and the kernels' lifted form [x | x*x] @ W + b at float32 and
+    at tf32x3: the worst score error is at most LIFT_ERROR_CONSTANT * u * B, and within 4x of it wherever the
+    lift cancels (offset >= 100), so the bound is neither violated nor vacuous."""
+    N, K, d = 4000, 16, 64
+    rng = np.random.default_rng(0)
+    x0, mu0, var = rng.normal(0.0, 1.0, (N, d)), rng.normal(0.0, 1.0, (K, d)), rng.uniform(0.5, 2.0, (K, d))
+    tau = 1.0 / var
+    rows = list(csv.DictReader(open(CONDITIONING_CSV)))
+    assert len(rows) == 6
+    for row in rows:
+        off = float(row["offset"])
+        x, mu = x0 + off, mu0 + off
+        exact = -0.5 * (((x[:, None] - mu[None]) ** 2) * tau[None]).sum(-1)
+        ub = U32 * (0.5 * (np.abs(x).max(0)[None] + np.abs(mu)) ** 2 * tau).sum(1).max()  # the study does not center
+        A = np.hstack([x, x * x]).astype(np.float32)
+        W = np.vstack([(mu * tau).T, (-0.5 * tau).T]).astype(np.float32)
+        b = (-0.5 * (mu * mu * tau).sum(1)).astype(np.float32)
+        ratios = [float(row["err_lifted"]) * np.abs(exact).max() / ub,
+                  np.abs((A @ W + b).astype(np.float64) - exact).max() / ub,
+                  np.abs((_tf32x3(A, W) + b).astype(np.float64) - exact).max() / ub]
+        assert max(ratios) <= LIFT_ERROR_CONSTANT, (off, ratios)
+        if off >= 100:
+            assert min(ratios) >= LIFT_ERROR_CONSTANT / 4, (off, ratios)
+
+
+def _planted(N=1200, K=3, d=5, seed=3, big=40.0, scale=1.0, offset=0.0):
+    """The generator's data with two near-constant columns: 0 in all rows but a few, which hold ``big``
+    (columns that are 0 in most rows and a few large values, the mechanism of issue 20)."""
+    X = make_dataset(N, K, d, seed).X.double().numpy()
+    extra = np.zeros((N, 2))
+    extra[:4, 0] = big
+    extra[-3:, 1] = -big
+    return (np.hstack([X, extra]) * scale + offset).astype(np.float32)
+
+
+def _start(X, K, seed=0):
+    """scikit-learn's k-means initialization of X (float64), as (weights, means, variances)."""
+    sk = SkGaussianMixture(K, covariance_type="diag", max_iter=0, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk.fit(np.asarray(X, np.float64))
+    return sk.weights_, sk.means_, sk.covariances_
+
+
+def test_bound_flags_planted_near_constant_features_not_generator_data():
+    """Every float64 EM iterate of the generator's data is within the tolerance (and so are its true
+    parameters); on planted near-constant columns the floored variances put the bound decades above it."""
+    for N, K, d in ((2000, 4, 8), (3000, 16, 128)):
+        X = make_dataset(N, K, d, 0).X.double().numpy()
+        _, mu, var = (a.numpy() for a in generating_mixture(K, d, 0))
+        assert _bound(X, mu, var) < SCORE_TOLERANCE
+    X = make_dataset(2000, 4, 8, 0).X.double().numpy()
+    w, m, v = _start(X, 4)
+    for _ in range(8):
+        assert _bound(X, m, v) < SCORE_TOLERANCE
+        (w, m, v), _ = ref.em(X, w, m, v, 1)
+    P = _planted().astype(np.float64)
+    (w, m, v), _ = ref.em(P, *_start(P, 3), 3)
+    assert _bound(P, m, v) > 100 * SCORE_TOLERANCE
+
+
+def test_radius_is_the_data_range_about_the_center_and_follows_in_place_writes():
+    X = torch.tensor([[1.0, -2.0], [3.0, 5.0], [2.0, 0.0]])
+    c = torch.tensor([2.0, 1.0], dtype=torch.float64)
+    np.testing.assert_array_equal(data_radius(X, c).numpy(), [1.0, 4.0])
+    X[0, 0] = -7.0  # the cached extremes follow torch's version counter
+    np.testing.assert_array_equal(column_extremes(X)[0].numpy(), [-7.0, -2.0])
+    np.testing.assert_array_equal(data_radius(X, c).numpy(), [9.0, 4.0])
+
+
+@pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (1.0, 1e3), (1.0, -1e4)])
+def test_fit_warns_where_tf32x3_leaves_float64_em_and_fp64_follows_it(scale, offset):
+    """Planted near-constant features (scaled, offset): kernels.fit under tf32x3 warns and its log-likelihoods
+    leave float64 EM's by over 1e-5 relative; fp64 neither warns nor leaves them (1e-9 relative at every iteration).
+    The fp64 lift cancels the same terms at u = 2^-53: at scale 10 (B ~ 1e11) it is off by 8e-5 in ell, at
+    scale 1e3 (B ~ 1e15) by 0.16, so the planted data are not scaled up here."""
+    P = _planted(scale=scale, offset=offset)
+    X64 = P.astype(np.float64)
+    c = X64.mean(0)  # float64 EM about the mean: the reference's u/n - mu^2 would cancel the offset's digits
+    (w, m, v), _ = ref.em(X64 - c, *(a - c if i == 1 else a for i, a in enumerate(_start(X64, 3))), 2)
+    (_, _, rv), want = ref.em(X64 - c, w, m, v, 6)  # past the first M-step: the columns are floored
+    m = m + c
+    X = torch.as_tensor(P, device=DEVICE)
+    with pytest.warns(Float32LiftWarning, match="initial"):
+        fast = kernels.fit(X, (w, m, v), 6, precision="tf32x3")
+    got = fast.log_likelihoods.cpu().numpy()
+    assert np.abs(got - want).max() > 1e-5 * np.abs(want).max()  # 100x test_em's float32 tolerance (1e-7 measured)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32LiftWarning)
+        exact = kernels.fit(X, (w, m, v), 6, precision="fp64")
+    np.testing.assert_allclose(exact.log_likelihoods.cpu().numpy(), want, rtol=1e-9)
+    np.testing.assert_allclose(exact.variances.cpu().numpy(), rv, rtol=1e-6)
+
+
+def test_fit_does_not_warn_on_generator_data_and_can_be_told_not_to_check():
+    X = make_dataset(1023, 4, 6, 1).X
+    w, m, v = (torch.as_tensor(a) for a in _start(X.double().numpy(), 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32LiftWarning)
+        kernels.fit(X.to(DEVICE), (w, m, v), 3, precision="tf32x3")
+        P = torch.as_tensor(_planted(), device=DEVICE)
+        (w, m, v), _ = ref.em(P.double().cpu().numpy(), *_start(P.double().cpu().numpy(), 3), 2)
+        kernels.fit(P, (w, m, v), 1, precision="ieee", lift_check=False)
+    with pytest.warns(Float32LiftWarning):
+        kernels.fit(P, (w, m, v), 1, precision="ieee")
+
+
+def _matches_scikit_learn(X32, K, covariance_type, precision="auto"):
+    """Our estimator on float32 X against scikit-learn's on the same values in float64, from the same initial
+    parameters (scikit-learn's k-means start, given to both): (ours, theirs)."""
+    X64 = X32.astype(np.float64)
+    sk0 = SkGaussianMixture(K, covariance_type=covariance_type, max_iter=0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk0.fit(X64)
+    start = dict(weights_init=sk0.weights_, means_init=sk0.means_, precisions_init=sk0.precisions_)
+    theirs = SkGaussianMixture(K, covariance_type=covariance_type, random_state=0, **start).fit(X64)
+    ours = GaussianMixture(K, covariance_type=covariance_type, random_state=0, precision=precision, **start).fit(X32)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("covariance_type, precision, rel", [("diag", "fp64", 1e-9), ("spherical", "tf32x3", 1e-6)])
+def test_auto_follows_the_bound_on_planted_features_and_equals_scikit_learn(covariance_type, precision, rel):
+    """diag: the near-constant columns' variances reach the floor, auto runs fp64 and equals scikit-learn's
+    float64 fit (lower bound to 1e-9, n_iter_, labels); spherical: a component's one variance averages the
+    columns, the bound stays within the tolerance and auto keeps tf32x3 (float32's agreement, 1e-6)."""
+    ours, theirs = _matches_scikit_learn(_planted(), 3, covariance_type)
+    if ours.backend_ == "torch-cpu":
+        pytest.skip("the float64 CPU fallback has no float32 lift")
+    assert ours.precision_ == precision and ours.precision_switches_[-1][1] == precision
+    assert ours.n_iter_ == theirs.n_iter_
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=rel)
+    X = _planted()
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X.astype(np.float64)))
+
+
+def test_auto_takes_tf32x3_on_generator_data():
+    X = make_dataset(1500, 3, 5, 2).X.numpy()
+    ours, theirs = _matches_scikit_learn(X, 3, "diag")
+    assert ours.precision_switches_ == [(1, "tf32x3")] or ours.backend_ == "torch-cpu"
+    assert ours.n_iter_ == theirs.n_iter_
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-6)
