@@ -3,7 +3,7 @@
 The whole fit is ``kernels.fit``: lift, fused E-step + statistics, float64 M-step,
 no host synchronisation inside the loop. X is validated and its column mean (the
 in-kernel shift) computed once in ``prepare``, outside the timed region. Options: ``algorithm`` (auto | one_pass |
-two_pass) and ``precision`` (tf32x3 | ieee). End to end (``prepare_e2e``): the estimator,
+two_pass) and ``precision`` (tf32x3 | ieee | fp64: the turbo_gmm_fp64 arm). End to end (``prepare_e2e``): the estimator,
 ``kernels.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
 """
 from __future__ import annotations

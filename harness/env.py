@@ -1,7 +1,8 @@
 """The environment a run measured in: results/<device>/env.json and the device label.
 
 On a GPU, env.json also holds probes measured at the start of the run (HBM read
-bandwidth, device-to-device copy bandwidth, fp32 / TF32 / bf16 matmul rates) that the
+bandwidth, device-to-device copy bandwidth, fp32 / TF32 / bf16 / fp64 matmul rates; fp64's is the
+float64 tensor cores' DMMA rate, issue 20's ceiling for precision fp64) that the
 results CSV divides by for ``hbm_fraction`` and ``roofline_fraction``: measured on the
 same device, not copied from a datasheet.
 
@@ -126,7 +127,7 @@ def probes() -> dict:
     flop = 2 * n**3
     prev = torch.backends.cuda.matmul.allow_tf32
     for key, dtype, tf32 in (("fp32_tflops", torch.float32, False), ("tf32_tflops", torch.float32, True),
-                             ("bf16_tflops", torch.bfloat16, False)):
+                             ("bf16_tflops", torch.bfloat16, False), ("fp64_tflops", torch.float64, False)):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         a = torch.randn(n, n, device="cuda", dtype=dtype)
         b = torch.randn(n, n, device="cuda", dtype=dtype)

@@ -233,9 +233,9 @@ def _derive_timing(row: dict, rates: dict) -> None:
     row["x_gb_per_s"] = N * d * 4 / t / 1e9
     if rates.get("hbm_read_gb_per_s"):
         row["hbm_fraction"] = row["x_gb_per_s"] / rates["hbm_read_gb_per_s"]
-    # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products.
-    charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"),
-                    "bf16": (1, "bf16_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))
+    # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products, fp64 one float64 (DMMA) product.
+    charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"), "bf16": (1, "bf16_tflops"),
+                    "fp64": (1, "fp64_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))
     if rates.get(rate):
         row["roofline_fraction"] = charge * 8 * N * K * d / t / (rates[rate] * 1e12)
 

@@ -111,19 +111,22 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
 
 
 def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tiles for precision fp64, NOT YET MEASURED on the H200: the tf32x3 tiles with half the rows (float64
-    doubles the registers and shared memory of every operand and accumulator; the score's dot is
-    mma.sync m8n8k4, not wgmma, so no warp-specialized kernel) and one pipeline stage wherever the lifted
-    width or K_pad is large. sum_tiles = 0: float64 running sums need no bound on the tiles they add
-    (kernels.lift.accumulate_statistics)."""
+    """Tiles for precision fp64, NOT YET MEASURED on the H200 -- chosen from the sm_90 offline compile
+    (harness.studies.resources --precision fp64, Triton 3.6) as the largest tiles without spills: float64
+    doubles the registers of every operand and accumulator, and the products are mma.sync (DMMA), not
+    wgmma, so no warp-specialized kernel. Algorithm 2: 32 rows in 4 warps and 2 stages up to
+    K_pad * d_pad = 1024 (154-206 registers); 32 rows in 8 warps at K_pad >= 128 (232 at (128, 32)); else 16
+    rows, 1 stage (spill-free at d_pad >= 64; at (64, 32) every tile tried spilled, 176 B at best). Algorithm
+    3 at d_pad <= 32: pass 2 as tf32x3's (64 x 32 tiles, 198 registers), pass 1 at 128 rows x 32 components
+    in 8 warps (128). sum_tiles = 0: float64 running sums need no bound (kernels.lift.accumulate_statistics)."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         if k_pad * d_pad <= 1024:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=2, sum_tiles=0)
+        if k_pad >= 128:
+            return LaunchConfig(block_n=32, num_warps=8, num_stages=1, sum_tiles=0)
         return LaunchConfig(block_n=16, num_warps=4, num_stages=1, sum_tiles=0)
-    if d_pad >= 128:
-        return LaunchConfig(block_n=16, block_k=16, num_warps=4, num_stages=1, sum_tiles=0)
     if d_pad <= 32:
-        return LaunchConfig(block_n=32, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,
+        return LaunchConfig(block_n=64, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=128, normalizer_block_k=32, normalizer_warps=8, sum_tiles=0)
-    return LaunchConfig(block_n=32, block_k=32, num_warps=4, num_stages=1, sum_tiles=0)
+    return LaunchConfig(block_n=16, block_k=16, num_warps=4, num_stages=1, sum_tiles=0)

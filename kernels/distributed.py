@@ -37,6 +37,7 @@ class ShardedFit:
     iteration_seconds: list
     n_floored: int
     algorithm: str
+    precision: str  # the kernels' ("tf32x3", "ieee", "fp64"), or "ieee" for the float64 torch fallback
 
 
 def shard_bounds(N: int, rank: int, world: int) -> tuple[int, int]:
@@ -78,8 +79,8 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, center: torch.Tensor | No
                 max_device_bytes: int | None = None, device=None, group=None) -> ShardedFit:
     """``n_iter`` EM iterations over the union of every rank's ``X_shard`` (N rows in all).
 
-    X_shard: this rank's rows, a float32 tensor on ``device`` or a host array that
-    is streamed through ``max_device_bytes`` (:mod:`kernels.streaming`). init: a
+    X_shard: this rank's rows, a float32 tensor on ``device`` (float32 or float64 under ``precision="fp64"``)
+    or a host array that is streamed through ``max_device_bytes`` (:mod:`kernels.streaming`, float32 chunks). init: a
     :class:`kernels.records.Init` or (weights, means, variances), the same on every rank. backend: "triton" or
     "torch" (default: triton on CUDA or in the interpreter, else torch).
     """
@@ -108,7 +109,7 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, center: torch.Tensor | No
         floored += int(f)
         lls.append(float(total.ll))  # synchronizes: the iteration is over on this rank
         seconds.append(time.perf_counter() - t0)
-    return ShardedFit(w, m, v, lls, seconds, floored, block.algorithm)
+    return ShardedFit(w, m, v, lls, seconds, floored, block.algorithm, block.precision)
 
 
 def sharded_shared_init(X_shard, r0: int, N: int, K: int, seed: int, device: torch.device, group=None) -> Init:

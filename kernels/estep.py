@@ -80,7 +80,7 @@ class BlockStatistics:
         if backend == "triton":
             self.algorithm = resolve_algorithm(K, d, algorithm, precision)
             self.precision = precision
-            self.cfg = config or launch_config(self.algorithm, K, d)
+            self.cfg = config or launch_config(self.algorithm, K, d, precision)
             self.ws = None  # made for the first block (and again for a longer one: L holds a block's rows)
         else:
             self.algorithm, self.precision = "torch_float64", "ieee"
@@ -95,7 +95,7 @@ class BlockStatistics:
     def _triton(self, X, weights, means, variances, sample_weight=None):
         K, d = self.K, self.d
         if self.ws is None or (self.ws.L is not None and self.ws.L.shape[0] < X.shape[0]):
-            self.ws = Workspace(X, K, self.algorithm)
+            self.ws = Workspace(X, K, self.algorithm, self.precision)
             self.ws.set_center(self.center64)
         sw = None if sample_weight is None else sample_weight.to(device=X.device, dtype=X.dtype).contiguous()
         n, su, ll = estep_statistics(X, weights, means, variances, self.ws, self.algorithm, self.precision, self.cfg,

@@ -11,7 +11,9 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
   "cpu" (the fallback: the same E-step statistics by torch ops in float64, in
   row blocks). ``backend_`` says which ran: "triton", "triton-interpreter" or
   "torch-cpu".
-* ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`).
+* ``algorithm`` / ``precision``: passed to the kernels (:func:`kernels.fit`); ``precision="fp64"``
+  computes the diag and spherical E-step in float64 on the kernels (X still reaches them as float32, as
+  below); full and tied refuse it by name (their kernels are float32).
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
   (:mod:`kernels.streaming`), summing float64 statistics before one M-step.

@@ -71,3 +71,20 @@ def test_arm_contract(path):
     assert reference.mean_log_likelihood(Xn, w, m, v) >= ll_init
     for a, b in zip((first.means, first.variances), (second.means, second.variances)):
         np.testing.assert_allclose(to_numpy(a), to_numpy(b), rtol=1e-5, atol=1e-6)
+
+
+def test_turbo_gmm_fp64_arm_runs_float64_em():
+    """The fp64 arm (issue 20) is the turbo_gmm module at precision fp64: it says so in its fit's info, and
+    its parameters are float64 EM's (kernels/reference.py) to 1e-10, beyond what the float32 arm reaches."""
+    cfg = yaml.safe_load((CONF / "arm" / "turbo_gmm_fp64.yaml").read_text())
+    assert (cfg["module"], cfg["numerics"], cfg["options"]["precision"]) == ("arms.turbo_gmm", "fp64", "fp64")
+    arm = importlib.import_module(cfg["module"])
+    if reason := arm.available():
+        pytest.skip(reason)
+    X = make_dataset(N, K_GEN, D, seed=0).X
+    init = shared_init(X, K, seed=0)
+    fit = arm.prepare(X, init, N_ITER, dict(cfg["options"], reg_covar=1e-6, numerics=cfg["numerics"]))()
+    assert fit.info["precision"] == "fp64"
+    (w, m, v), _ = reference.em(X.numpy(), init.weights, init.means, init.variances, N_ITER)
+    for got, want in zip((fit.weights, fit.means, fit.variances), (w, m, v)):
+        np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10, atol=1e-10 * np.abs(want).max())

@@ -82,7 +82,7 @@ def main(argv=None) -> None:
         if rank == 0:
             ms = [1e3 * s for s in r.iteration_seconds]
             report = {"world_size": world, "backend": a.backend, "N": a.N, "K": a.K, "d": a.d,
-                      "streamed": not isinstance(X, torch.Tensor), "algorithm": r.algorithm,
+                      "streamed": not isinstance(X, torch.Tensor), "algorithm": r.algorithm, "precision": r.precision,
                       "ms_per_iter": ms, "ms_per_iter_min": min(ms) if ms else None,
                       "ll_per_point": r.log_likelihoods[-1] / a.N if ms else None, "n_floored": r.n_floored}
             print(json.dumps(report), flush=True)

@@ -1,7 +1,8 @@
 """Kernel-only and whole-iteration times, bandwidth, roofline fraction and the
 compiler's resource report (registers, spills, shared memory) per shape.
 
-    python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass] [--out FILE.csv]
+    python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass]
+        [--precision tf32x3|ieee|fp64] [--config block_n=32,num_stages=1,... (repeatable)] [--out FILE.csv]
 
 Shapes are named N_K_d with K/M suffixes (20K = 20 000, 1M = 1 000 000). This is
 a diagnostic for kernel work on a GPU; the benchmark numbers of record come from
@@ -71,7 +72,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     init = shared_init(X, K, 0)
     center = data_center(X, True)
     alg = resolve_algorithm(K, d, algorithm, precision)
-    cfg = config or launch_config(alg, K, d)
+    cfg = config or launch_config(alg, K, d, precision)
 
     def fit(graph=True):
         return kernels.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
@@ -84,7 +85,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     peak_extra_mb = (torch.cuda.max_memory_allocated() - base) / 2**20
     fit(False)
     eager_ms = time_ms(lambda: fit(False), 3) / n_iter
-    ws = Workspace(X, K, alg)
+    ws = Workspace(X, K, alg, precision)
     ws.set_center(center)
     params = [torch.as_tensor(a, device="cuda").double() for a in (init.weights, init.means, init.variances)]
     out = (ws.n, ws.su, ws.ll)

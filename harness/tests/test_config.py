@@ -24,7 +24,7 @@ REGIMES = {
     "K_d": {"4M_16_64", "4M_16_128", "4M_32_32", "4M_32_64", "4M_64_16", "4M_64_32"},
     "large_N": {"1M_32_32", "10M_32_32", "20M_32_32"},
 }
-ARMS = ["turbo_gmm", "flash_gmm", "flash_gmm_bf16", "cuvs", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
+ARMS = ["turbo_gmm", "turbo_gmm_fp64", "flash_gmm", "flash_gmm_bf16", "cuvs", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
 
 
 def _compose(*overrides):
@@ -51,7 +51,7 @@ def test_regime_tags_match_the_paper():
 def test_every_arm_config_names_its_module(name):
     a = _compose(f"arm={name}").arm
     assert a.name == name and a.module.startswith("arms.")
-    assert a.numerics in {"tf32x3", "fp32", "bf16"}
+    assert a.numerics in {"tf32x3", "fp32", "bf16", "fp64"}
     assert a.reps == (5 if name == "cuvs" else 3) and a.timeout_s > 0 and "options" in a
     assert a.label and isinstance(OmegaConf.to_container(a.options), dict)
 

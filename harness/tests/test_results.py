@@ -25,13 +25,14 @@ def test_derived_columns(tmp_path):
     exp = tmp_path / "dev" / "e"
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "env.json").write_text(json.dumps(
-        {"probes": {"hbm_read_gb_per_s": 4000.0, "tf32_tflops": 400.0, "fp32_tflops": 50.0}}))
+        {"probes": {"hbm_read_gb_per_s": 4000.0, "tf32_tflops": 400.0, "fp32_tflops": 50.0, "fp64_tflops": 45.0}}))
     _write(exp, _record("turbo_gmm", gate="rejected (non-finite LL)", precision="tf32x3"), [0, 0, 1, 1])
+    _write(exp, _record("turbo_gmm_fp64", gate="rejected (non-finite LL)", precision="fp64"), [0, 0, 1, 1])
     _write(exp, _record("pytorch", ll=-7.0), [0, 0, 1, 1])
     _write(exp, _record("sklearn", ll=-7.0007), [1, 1, 0, 0])
     _write(exp, _record("gmmx", ll=-6.0), [0, 1, 0, 1])
     rows = {r["arm"]: r for r in read_csv(collect(exp))}
-    assert list(rows) == ["turbo_gmm", "pytorch", "sklearn", "gmmx"]  # conf/config.yaml arm_order
+    assert list(rows) == ["turbo_gmm", "turbo_gmm_fp64", "pytorch", "sklearn", "gmmx"]  # conf/config.yaml arm_order
     p = rows["pytorch"]
     assert float(p["ms_per_iter_min"]) == pytest.approx(1.0) and float(p["ms_per_iter_median"]) == pytest.approx(2.0)
     assert float(p["ms_per_iter_spread"]) == pytest.approx(2.0)
@@ -39,6 +40,7 @@ def test_derived_columns(tmp_path):
     assert float(p["hbm_fraction"]) == pytest.approx(float(p["x_gb_per_s"]) / 4000)
     assert float(p["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 1e-3 / 50e12)
     assert float(rows["turbo_gmm"]["roofline_fraction"]) == pytest.approx(3 * 8 * 1000 * 4 * 8 / 1e-3 / 400e12)
+    assert float(rows["turbo_gmm_fp64"]["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 1e-3 / 45e12)
     # turbo_gmm is rejected, so the reference is the first valid arm in table order
     assert {r["reference_arm"] for r in rows.values() if r["gate"] == "valid"} == {"pytorch"}
     assert rows["turbo_gmm"]["reference_arm"] == "" and rows["turbo_gmm"]["ari"] == ""

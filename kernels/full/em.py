@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.em import PRECISIONS, check_data, check_sample_weight, data_center
+from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center
 from kernels.full import config as full_config
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.one_pass import one_pass_statistics
@@ -82,8 +82,8 @@ def check_parameters(X, weights, means, precisions_cholesky, tied: bool = False)
 
 
 def resolve(K, d, algorithm, dataflow, precision):
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision not in FLOAT32_PRECISIONS:
+        raise ValueError(f"precision must be one of {FLOAT32_PRECISIONS} for full and tied covariances, got {precision!r}")
     if algorithm == "auto":
         algorithm = full_config.choose_algorithm(K, d)
     if algorithm not in full_config.ALGORITHMS:

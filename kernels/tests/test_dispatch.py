@@ -86,3 +86,27 @@ def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
     assert parse_config(None) is None and parse_config("") is None
     with pytest.raises(ValueError, match="stats_by_lanes.*fields: block_n"):
         parse_config("block_n=32,stats_by_lanes=1")
+
+
+TABLE1_KD = [(16, 32), (32, 32), (64, 32), (128, 32), (512, 32), (1024, 32), (4096, 32), (16, 64), (16, 128),
+             (32, 64), (64, 16)]
+
+
+def test_fp64_rule_is_the_measured_rule_at_twice_d_pad():
+    """Not measured under fp64: its float64 state is twice the bytes, so Algorithm 2 gets half the K_pad * d_pad."""
+    for K, d in TABLE1_KD + [(256, 16), (128, 64), (8, 512)]:
+        twice = choose_algorithm(K, 2 * pow2_at_least_16(d), "NVIDIA H200")
+        assert choose_algorithm(K, d, "NVIDIA H200", precision="fp64") == twice, (K, d)
+    assert choose_algorithm(256, 16, "NVIDIA H200") == "one_pass"
+    assert choose_algorithm(256, 16, "NVIDIA H200", precision="fp64") == "two_pass"
+
+
+@pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
+def test_fp64_tiles_are_triton_kernels_with_unbounded_float64_sums(algorithm):
+    """fp64 routes to the Triton kernels (the warp-specialized ones are tf32x3), with no bound on the tiles a
+    float64 running sum adds; its tiles are its own, not tf32x3's."""
+    for K, d in TABLE1_KD:
+        cfg = launch_config(algorithm, K, d, "fp64")
+        assert cfg.sum_tiles == 0 and not cfg.warp_specialized_one_pass and not cfg.warp_specialized_pass2
+        assert cfg.block_n >= 16 and cfg.block_k >= 16
+    assert launch_config("one_pass", 32, 32, "fp64") != launch_config("one_pass", 32, 32)

@@ -173,3 +173,79 @@ def test_integer_sample_weights_equal_duplicated_rows(algorithm):
     np.testing.assert_allclose(weighted.variances.numpy(), repeated.variances.numpy(), rtol=1e-5)
     with pytest.raises(ValueError, match=">= 0"):
         kernels.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0]))
+
+
+def near_constant_feature_problem():
+    """Two clusters in two features and a third feature that is 0 but in five rows (40.0): the first component
+    holds none of those rows, so its variance there floors at reg_covar = 1e-6 (tau = 1e6). About the column
+    mean c = 0.2 the lifted score of its rows cancels terms of c^2 tau ~ 4e4 down to 0, beyond float32's digits."""
+    rng = np.random.default_rng(0)
+    N = 1000
+    X = np.zeros((N, 3))
+    X[: N // 2, :2] = rng.normal(-2.0, 1.0, (N // 2, 2))
+    X[N // 2 :, :2] = rng.normal(2.0, 1.0, (N // 2, 2))
+    X[rng.choice(np.arange(N // 2, N), 5, replace=False), 2] = 40.0
+    params = (np.array([0.5, 0.5]), np.array([[-2.0, -2.0, 0.0], [2.0, 2.0, 0.4]]),
+              np.array([[1.0, 1.0, 1e-6], [1.0, 1.0, 16.0]]))
+    return torch.as_tensor(X.astype(np.float32), device=DEVICE), params
+
+
+def step_errors(r, ll, want) -> float:
+    """The largest error of one kernel step against float64 EM's: ell relative to |ell|, weights absolute,
+    means in standard deviations, variances relative."""
+    w, m, v = want
+    return max(abs(float(r.log_likelihood) - ll) / abs(ll), float(np.abs(as_np(r.weights) - w).max()),
+               float((np.abs(as_np(r.means) - m) / np.sqrt(v)).max()), float((np.abs(as_np(r.variances) - v) / v).max()))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fp64_follows_float64_em_where_the_float32_lift_cannot(algorithm):
+    """Issue 20: on a variance floored at reg_covar the float32 lift (ieee) visibly leaves float64 EM, fp64
+    follows it step by step (each step from its own previous one, against the float64 step from float64's)."""
+    X, params = near_constant_feature_problem()
+    Xn = X.cpu().numpy()
+    state = {p: [torch.as_tensor(a, device=DEVICE) for a in params] for p in ("ieee", "fp64")}
+    want, worst = params, {p: 0.0 for p in state}
+    for _ in range(4):
+        n, s, u, ll = ref.estep(Xn, *want)
+        want = ref.mstep(n, s, u, X.shape[0], 1e-6)
+        for p in state:
+            r = kernels.em_step(X, *state[p], algorithm=algorithm, precision=p)
+            state[p] = [r.weights, r.means, r.variances]
+            worst[p] = max(worst[p], step_errors(r, ll, want))
+    assert worst["ieee"] > 1e-3, worst
+    assert worst["fp64"] <= 1e-10, worst
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fp64_takes_float64_x(algorithm):
+    """float64 X under fp64 is read as it is: float32 X (converted in registers) and the same values in
+    float64 give the same fit, to the bit; the other precisions refuse float64 X."""
+    X, w, m, v = problem(1023, 7, 5, seed=1)
+    a = kernels.fit(X, (w, m, v), 3, algorithm=algorithm, precision="fp64")
+    b = kernels.fit(X.double(), (w, m, v), 3, algorithm=algorithm, precision="fp64")
+    assert a.precision == b.precision == "fp64"
+    for x, y in zip((a.weights, a.means, a.variances, a.log_likelihoods), (b.weights, b.means, b.variances,
+                                                                            b.log_likelihoods)):
+        assert torch.equal(x, y)
+    with pytest.raises(TypeError, match="precision='fp64'"):
+        kernels.fit(X.double(), (w, m, v), 1, precision="ieee")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the graphed fp64 fit and its compiled PTX")
+def test_graphed_fp64_fit_follows_float64_em_on_dmma():
+    """On the GPU: the graphed fp64 fit follows float64 EM to 1e-10 and the sweep that ran is float64
+    tensor-core products (mma.sync with f64 operands in its PTX)."""
+    import re
+
+    from kernels import one_pass, two_pass
+
+    X, w, m, v = problem(100_003, 7, 5, seed=1)
+    for algorithm, kernel in (("one_pass", one_pass._one_pass_kernel), ("two_pass", two_pass._statistics_kernel)):
+        r = kernels.fit(X, (w, m, v), 4, algorithm=algorithm, precision="fp64")
+        (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 4)
+        np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-10)
+        np.testing.assert_allclose(as_np(r.variances), rv, rtol=1e-10)
+        compiled = kernel.device_caches[X.device.index or 0][0].values()
+        assert any(re.search(r"mma\.sync\.aligned\.m\d+n\d+k\d+\S*\.f64", c.asm["ptx"]) for c in compiled)

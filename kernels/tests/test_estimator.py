@@ -779,3 +779,19 @@ def test_bad_sample_weights_are_value_errors(sample_weight, message):
     with pytest.raises(ValueError, match=message):
         gm.fit(X, sample_weight=sample_weight)
     assert not hasattr(gm, "weights_")
+
+
+def test_fp64_precision_fits_as_the_float64_fallback():
+    """precision="fp64" (issue 20): the kernels' float64 E-step follows the float64 torch fallback (device="cpu")
+    from the same initialization, where the float32 kernels agree only to float32's digits."""
+    X = make_dataset(1023, 4, 5, seed=3).X.numpy()
+    kw = dict(n_components=4, covariance_type="diag", random_state=0, max_iter=5, tol=0.0, init_backend="sklearn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fp64 = GaussianMixture(precision="fp64", **kw).fit(X)
+        cpu = GaussianMixture(device="cpu", **kw).fit(X)
+    assert fp64.backend_ != "torch-cpu" and fp64.precision == "fp64"
+    for name in ("weights_", "means_", "covariances_"):
+        a, b = getattr(fp64, name), getattr(cpu, name)
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max(), err_msg=name)
+    assert fp64.lower_bound_ == pytest.approx(cpu.lower_bound_, rel=1e-12)

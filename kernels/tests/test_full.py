@@ -233,6 +233,8 @@ def test_bad_input_is_named():
         kf.em_step(Xt, wt, mt, Ut, dataflow="dense")
     with pytest.raises(ValueError, match="positive entry"):
         kf.em_step(Xt, wt, mt, Ut, sample_weight=np.zeros(100, np.float32))
+    with pytest.raises(ValueError, match="for full and tied covariances, got 'fp64'"):  # diag/spherical only
+        kf.em_step(Xt, wt, mt, Ut, precision="fp64")
 
 
 def test_precisions_cholesky_round_trip():

@@ -14,7 +14,8 @@ from kernels import reference as ref
 from kernels.estep import BlockStatistics
 from kernels.streaming import (FILL_THREADS, _fill, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
                                streamed_statistics)
-from kernels.tests.conftest import DEVICE, assert_statistics_close, problem
+from kernels.tests.conftest import (DEVICE, assert_per_component_close, assert_statistics_close, per_component_scales,
+                                    problem)
 
 N, K, D = 1023, 7, 5
 
@@ -114,3 +115,20 @@ def test_double_buffered_copies_deliver_every_row_and_the_in_memory_fit():
     assert -(-X.shape[0] // streamed.rows_per_chunk_) >= 8
     np.testing.assert_allclose(streamed.means_, in_memory.means_, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(streamed.covariances_, in_memory.covariances_, rtol=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
+def test_streamed_fp64_statistics_equal_in_memory_fp64(tmp_path, algorithm):
+    """precision fp64: chunk boundaries change only the order of float64 sums, so the streamed statistics
+    are the in-memory ones to 1e-12 of each component's size."""
+    X, w, m, v = problem(N, K, D, seed=2)
+    mm = _memmap(tmp_path, X.cpu().numpy(), np.float32)
+    c = torch.as_tensor(host_column_mean(mm), device=DEVICE)
+    params = [torch.as_tensor(a, device=DEVICE).double() for a in (w, m, v)]
+    block = BlockStatistics(K, D, c, "triton", algorithm, "fp64")
+    streamed = streamed_statistics(mm, block, params, 150, DEVICE)
+    whole = block(X, *params)
+    scales = per_component_scales(X.cpu().numpy() - c.cpu().numpy(), w, m - c.cpu().numpy(), v)
+    assert_per_component_close([t.cpu().numpy() for t in (streamed.n, streamed.s, streamed.u)],
+                               [t.cpu().numpy() for t in (whole.n, whole.s, whole.u)], scales, 1e-12)
+    assert float(streamed.ll) == pytest.approx(float(whole.ll), rel=1e-12) and streamed.rows == N

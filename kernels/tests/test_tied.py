@@ -86,6 +86,8 @@ def test_bad_input_is_named():
     X, w, m, U = tied_problem(100, 3, 4)
     with pytest.raises(ValueError, match=r"precisions_cholesky \(4, 4\)"):
         kt.em_step(*tensors(X, w, m), torch.as_tensor(np.stack([U] * 3)))
+    with pytest.raises(ValueError, match="for full and tied covariances, got 'fp64'"):  # diag/spherical only
+        kt.em_step(*tensors(X, w, m, U), precision="fp64")
 
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -21,7 +21,7 @@ import math
 import torch
 
 from kernels.dispatch import launch_config
-from kernels.em import check_data, check_sample_weight, data_center, resolve_algorithm
+from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center, resolve_algorithm
 from kernels.full.em import FitResult, StepResult, check_parameters
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
@@ -110,6 +110,8 @@ def _prepared(X, init, sample_weight, algorithm, precision, center, config):
     check_parameters(X, weights, means, U, tied=True)
     sample_weight = check_sample_weight(X, sample_weight)
     K, d = means.shape
+    if precision not in FLOAT32_PRECISIONS:
+        raise ValueError(f"precision must be one of {FLOAT32_PRECISIONS} for full and tied covariances, got {precision!r}")
     algorithm = resolve_algorithm(K, d, algorithm, precision)  # diag's rule and tiles
     cfg = config or launch_config(algorithm, K, d)
     ws = Workspace(X, K, algorithm, data_center(X, center), sample_weight)

@@ -74,3 +74,18 @@ def test_two_nccl_ranks_give_the_single_gpu_fit(tmp_path):
     got = np.load(out)
     np.testing.assert_allclose(got["means"], one.means.cpu().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["variances"], one.variances.cpu().numpy(), rtol=1e-5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test: CPU only (the NCCL test covers the GPU)")
+def test_two_gloo_ranks_at_fp64_give_the_single_process_fp64_fit(tmp_path):
+    """precision fp64 (issue 20): float64 sums on each rank, so another row partition rounds only in float64;
+    the sharded fit equals the single-process fp64 fit to 1e-12."""
+    got, report = _torchrun(tmp_path, 2, True, "--precision", "fp64")
+    assert report["precision"] == "fp64"
+    X = make_dataset(N, K, D, SEED).X
+    init = shared_init(X, K, SEED)
+    one = fit(X, (init.weights, init.means, init.variances), N_ITER, precision="fp64")
+    for name, want in (("weights", one.weights), ("means", one.means), ("variances", one.variances),
+                       ("log_likelihoods", one.log_likelihoods)):
+        want = want.cpu().numpy()
+        np.testing.assert_allclose(got[name], want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=name)

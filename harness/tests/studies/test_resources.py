@@ -79,3 +79,16 @@ def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
         if K <= 32:
             assert r["stack_bytes"] == 0, r
 
+
+
+@pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
+def test_fp64_kernels_compile_to_float64_tensor_core_products(algorithm):
+    """precision fp64 on sm_90: every kernel's products are DMMA (mma.sync on f64 operands, issue 20), at the
+    fp64 launch config of a d_pad = 32 shape and of a d_pad = 128 one (the lift's halves apart)."""
+    for K, d in ((32, 32), (16, 128)):
+        rows = report_rows("--K", str(K), "--d", str(d), "--algorithm", algorithm, "--precision", "fp64")
+        assert [r["kernel"] for r in rows] == (["one_pass"] if algorithm == "one_pass"
+                                               else ["two_pass.normalizer", "two_pass.statistics"])
+        for r in rows:
+            assert "error" not in r, r
+            assert r["precision"] == "fp64" and r["ptx_f64_mma"] > 0, r
