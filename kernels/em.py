@@ -206,7 +206,7 @@ class _GraphedLoop:
     M-step kernel lowers (:mod:`kernels.mstep_kernel`).
     """
 
-    def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg):
+    def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg, sample_weight=None, total=None):
         d, dev, f64 = X.shape[1], X.device, torch.float64
         self.ws = Workspace(X, K, algorithm, precision)
         self.sizes = (K, K * d, K * d, n_iter)
@@ -219,7 +219,7 @@ class _GraphedLoop:
             self.status[:1].zero_()
             self.status[5:].fill_(NO_FAILURE)
             _iterate(X, self.params, self.ws, self.lls, self.status[:1], self.status[5:], algorithm, precision,
-                     reg_covar, cfg)
+                     reg_covar, cfg, sample_weight, total)
 
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
@@ -261,43 +261,73 @@ def resolve_algorithm(K, d, algorithm, precision):
     return algorithm
 
 
-def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig) -> str:
+def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig,
+                      weighted: bool = False) -> str:
     """The kernel that computes the statistics of X under these settings: "one_pass" (Triton),
     "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the Triton or
-    the warp-specialized pass 2)."""
+    the warp-specialized pass 2); weighted E-steps run on the Triton kernels."""
     module = one_pass if algorithm == "one_pass" else two_pass
-    return module.kernel_name(X, ws.W, cfg, precision)
+    return module.kernel_name(X, ws.W, cfg, precision, weighted)
 
 
-def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig):
+def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig,
+                     sample_weight=None):
     """One fused E-step into ``ws``'s float64 buffers (the lift kernel zeroes them
-    first): returns (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,))."""
+    first): returns (n (k_pad,), su (k_pad, 2*d_pad) = [s | u] about ws's center, ell (1,)); with
+    ``sample_weight`` (N,) (:func:`check_sample_weight`) every statistic and ell weighted."""
     out = (ws.n, ws.su, ws.ll)
     lift_into(weights, means, variances, ws.center64, ws.W, ws.b, *out)
     if algorithm == "one_pass":
-        one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, precision, out=out)
+        one_pass_statistics(X, ws.center, ws.W, ws.b, cfg, precision, out=out, sample_weight=sample_weight)
     else:
-        two_pass_statistics(X, ws.center, ws.W, ws.b, means.shape[0], cfg, precision, out=out, L_buffer=ws.L)
+        two_pass_statistics(X, ws.center, ws.W, ws.b, means.shape[0], cfg, precision, out=out, L_buffer=ws.L,
+                            sample_weight=sample_weight)
     return out
 
 
-def _iterate(X, params, ws: Workspace, lls, floored, failure, algorithm, precision, reg_covar, cfg: LaunchConfig):
+def check_sample_weight(X: torch.Tensor, sample_weight):
+    """sample_weight as an (N,) tensor of X's dtype on X's device (None stays None), after the checks scikit-learn's
+    _check_sample_weight makes: one finite weight >= 0 per row, not all zero."""
+    if sample_weight is None:
+        return None
+    w = torch.as_tensor(sample_weight, device=X.device)
+    if w.ndim != 1 or w.shape[0] != X.shape[0]:
+        raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {tuple(w.shape)}")
+    w = w.to(X.dtype).contiguous()
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError("sample_weight has non-finite entries")
+    if bool((w < 0).any()):
+        raise ValueError("sample_weight must be >= 0")
+    if not bool((w > 0).any()):
+        raise ValueError("sample_weight must have at least one positive entry")
+    return w
+
+
+def total_weight(X: torch.Tensor, sample_weight) -> float:
+    """The M-step's divisor of n_k: N, or the sum of the sample weights (one host read)."""
+    return float(X.shape[0]) if sample_weight is None else float(sample_weight.double().sum())
+
+
+def _iterate(X, params, ws: Workspace, lls, floored, failure, algorithm, precision, reg_covar, cfg: LaunchConfig,
+             sample_weight=None, total=None):
     """len(lls) EM iterations updating ``params`` = [weights, means, variances] (float64
     buffers) in place; lls[i] <- ell at iteration i's incoming parameters; floored += floored entries;
-    failure (1,) int64 <- the first failure's code (left as it is if none, see :mod:`kernels.mstep_kernel`)."""
+    failure (1,) int64 <- the first failure's code (left as it is if none, see :mod:`kernels.mstep_kernel`).
+    ``total``: the weights' divisor (:func:`total_weight`), N when None."""
     for i in range(lls.shape[0]):
-        estep_statistics(X, *params, ws, algorithm, precision, cfg)
-        mstep_into(ws.n, ws.su, ws.ll, X.shape[0], ws.center64, reg_covar, *params, lls[i : i + 1], floored,
-                   failure, i)
+        estep_statistics(X, *params, ws, algorithm, precision, cfg, sample_weight)
+        mstep_into(ws.n, ws.su, ws.ll, X.shape[0] if total is None else total, ws.center64, reg_covar, *params,
+                   lls[i : i + 1], floored, failure, i)
 
 
-def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg) -> _GraphedLoop:
-    """The cached graph for this X (by address and shape) and these settings."""
-    key = (X.data_ptr(), tuple(X.shape), X.device, K, n_iter, algorithm, precision, reg_covar, cfg)
+def _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg, sample_weight=None, total=None) -> _GraphedLoop:
+    """The cached graph for this X (by address and shape), these sample weights (by address and sum) and settings."""
+    weights_key = None if sample_weight is None else (sample_weight.data_ptr(), total)
+    key = (X.data_ptr(), tuple(X.shape), X.device, K, n_iter, algorithm, precision, reg_covar, cfg, weights_key)
     if key not in _GRAPHS:
         while len(_GRAPHS) >= _MAX_GRAPHS:
             _GRAPHS.pop(next(iter(_GRAPHS)))
-        _GRAPHS[key] = _GraphedLoop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
+        _GRAPHS[key] = _GraphedLoop(X, K, n_iter, algorithm, precision, reg_covar, cfg, sample_weight, total)
     return _GRAPHS[key]
 
 
@@ -308,7 +338,7 @@ def forget_graphs(X: torch.Tensor) -> None:
         del _GRAPHS[key]
 
 
-def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm: str = "auto",
+def em_step(X, weights, means, variances, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
             precision: str = "tf32x3", center=True, config: LaunchConfig | None = None) -> StepResult:
     """One fused EM iteration.
 
@@ -318,10 +348,12 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     incoming parameters. ``center``: True (column mean), False (refuse data far
     from the origin) or a (d,) tensor. Unless ``center`` is a tensor, X is
     validated and its mean taken on every call (one extra read of X); loops
-    should call :func:`fit`, which does that once.
+    should call :func:`fit`, which does that once. ``sample_weight`` (N,), finite and >= 0: every
+    statistic weighted, weights normalized by the weights' sum, ell = sum_i w_i log p(x_i).
     """
     check_data(X, precision)
     check_parameters(X, weights, means, variances)
+    sample_weight = check_sample_weight(X, sample_weight)
     K, d = means.shape
     algorithm = resolve_algorithm(K, d, algorithm, precision)
     ws = Workspace(X, K, algorithm, precision)
@@ -331,7 +363,8 @@ def em_step(X, weights, means, variances, *, reg_covar: float = 1e-6, algorithm:
     ll = torch.zeros(1, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
     failure = torch.full((1,), NO_FAILURE, dtype=torch.int64, device=X.device)
-    _iterate(X, params, ws, ll, floored, failure, algorithm, precision, reg_covar, cfg)
+    _iterate(X, params, ws, ll, floored, failure, algorithm, precision, reg_covar, cfg, sample_weight,
+             total_weight(X, sample_weight))
     raise_if_failed(int(failure))
     return StepResult(*params, ll[0], floored[0], algorithm)
 
@@ -348,8 +381,9 @@ def warn_if_lift_inexact(X, means, variances, shift, precision, where) -> bool:
     return False
 
 
-def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto", precision: str = "tf32x3",
-        center=True, config: LaunchConfig | None = None, cuda_graph: bool = True, lift_check: bool = True) -> FitResult:
+def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
+        precision: str = "tf32x3", center=True, config: LaunchConfig | None = None, cuda_graph: bool = True,
+        lift_check: bool = True) -> FitResult:
     """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, variances)
     (tensors or arrays). No early stopping; nothing synchronizes with the host
     inside the loop. ``center`` as in :func:`em_step`; X's values are checked once.
@@ -359,12 +393,15 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     an M-step with an ill-defined covariance is scikit-learn's ValueError
     (:class:`kernels.mstep.IllDefinedCovarianceError`), an E-step that left float32's
     range a :class:`Float32RangeError` (a ValueError), whichever came first. ``precision``: "tf32x3",
-    "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted).
+    "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted). ``sample_weight`` as in
+    :func:`em_step` (one more stream of X's dtype beside X; graphs are keyed by its address and sum too).
     Under a float32 precision the lift's error bound (:func:`kernels.precision.lift_error_bound`) is checked
     at the initial parameters and, if that passed, at the final ones: above the tolerance it is a
     :class:`kernels.precision.Float32LiftWarning` (``lift_check=False`` skips it, for a caller that
     checks the bound itself, as ``GaussianMixture(precision="auto")`` does)."""
     check_data(X, precision)
+    sample_weight = check_sample_weight(X, sample_weight)
+    total = total_weight(X, sample_weight)
     weights, means, variances = (torch.as_tensor(a, device=X.device).double() for a in init)
     graphed = X.is_cuda and cuda_graph and n_iter > 0
     if graphed:  # the values are checked inside the graph, and the error raised after it (one host sync per fit)
@@ -379,7 +416,7 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
     cfg = config or launch_config(algorithm, K, d, precision)
     warned = not lift_check or warn_if_lift_inexact(X, means, variances, shift, precision, "initial")
     if graphed:
-        loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg)
+        loop = _graphed_loop(X, K, n_iter, algorithm, precision, reg_covar, cfg, sample_weight, total)
         (weights, means, variances, lls), (floored, *flags, failure), lls_host = loop.run((weights, means, variances),
                                                                                           shift)
         raise_if_invalid(flags)
@@ -387,16 +424,17 @@ def fit(X, init, n_iter: int, *, reg_covar: float = 1e-6, algorithm: str = "auto
         if not warned:
             warn_if_lift_inexact(X, means, variances, shift, precision, "final")
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
-                         statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
+                         statistics_kernel(X, loop.ws, algorithm, precision, cfg, sample_weight is not None), lls_host)
     ws = Workspace(X, K, algorithm, precision)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
     lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
     floored = torch.zeros(1, dtype=torch.int64, device=X.device)
     failure = torch.full((1,), NO_FAILURE, dtype=torch.int64, device=X.device)
-    _iterate(X, params, ws, lls, floored, failure, algorithm, precision, reg_covar, cfg)
+    _iterate(X, params, ws, lls, floored, failure, algorithm, precision, reg_covar, cfg, sample_weight, total)
     floored, failure = torch.cat([floored, failure]).tolist()  # one host sync
     raise_if_failed(failure)
     if not warned:
         warn_if_lift_inexact(X, params[1], params[2], shift, precision, "final")
-    return FitResult(*params, lls, floored, algorithm, precision, statistics_kernel(X, ws, algorithm, precision, cfg))
+    return FitResult(*params, lls, floored, algorithm, precision,
+                     statistics_kernel(X, ws, algorithm, precision, cfg, sample_weight is not None))

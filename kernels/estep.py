@@ -37,10 +37,10 @@ BACKENDS = ("triton", "torch")
 class Statistics:
     """Float64 sufficient statistics about a center c, summable across blocks."""
 
-    n: torch.Tensor  # (K,)   sum_i g_ik
+    n: torch.Tensor  # (K,)   sum_i g_ik, g_ik = w_i Gamma_ik
     s: torch.Tensor  # (K, d) sum_i g_ik (x_i - c)
     u: torch.Tensor  # (K, d) sum_i g_ik (x_i - c)^2
-    ll: torch.Tensor  # ()    sum_i log p(x_i)
+    ll: torch.Tensor  # ()    sum_i w_i log p(x_i) (w_i = 1 unweighted)
     rows: int
 
     def __iadd__(self, other: "Statistics") -> "Statistics":
@@ -85,26 +85,32 @@ class BlockStatistics:
         else:
             self.algorithm, self.precision = "torch_float64", "ieee"
 
-    def __call__(self, X: torch.Tensor, weights, means, variances) -> Statistics:
+    def __call__(self, X: torch.Tensor, weights, means, variances, sample_weight=None) -> Statistics:
         """Statistics of the rows X (on the center's device) at (weights, means, variances),
-        float64 (K,), (K, d), (K, d) in data coordinates."""
+        float64 (K,), (K, d), (K, d) in data coordinates; ``sample_weight`` (rows,) or None."""
         if self.backend == "triton":
-            return self._triton(X, weights, means, variances)
-        return self._torch(X, weights, means, variances)
+            return self._triton(X, weights, means, variances, sample_weight)
+        return self._torch(X, weights, means, variances, sample_weight)
 
-    def _triton(self, X, weights, means, variances):
+    def _triton(self, X, weights, means, variances, sample_weight=None):
         K, d = self.K, self.d
         if self.ws is None or (self.ws.L is not None and self.ws.L.shape[0] < X.shape[0]):
             self.ws = Workspace(X, K, self.algorithm, self.precision)
             self.ws.set_center(self.center64)
-        n, su, ll = estep_statistics(X, weights, means, variances, self.ws, self.algorithm, self.precision, self.cfg)
+        sw = None if sample_weight is None else sample_weight.to(device=X.device, dtype=X.dtype).contiguous()
+        n, su, ll = estep_statistics(X, weights, means, variances, self.ws, self.algorithm, self.precision, self.cfg,
+                                     sw)
         dp = self.ws.d_pad
         return Statistics(n[:K].clone(), su[:K, :d].clone(), su[:K, dp : dp + d].clone(), ll[0].clone(), X.shape[0])
 
-    def _torch(self, X, weights, means, variances):
+    def _torch(self, X, weights, means, variances, sample_weight=None):
         x = X.double() - self.center64
         log_resp, L = log_responsibilities(x, weights, means.double() - self.center64, variances)
         g = log_resp.exp_()
+        if sample_weight is not None:  # a row's weight scales its responsibilities and its ell
+            w = sample_weight.to(device=x.device, dtype=torch.float64)
+            g *= w[:, None]
+            L = L * w
         return Statistics(g.sum(0), g.T @ x, g.T @ (x * x), L.sum(), X.shape[0])
 
 

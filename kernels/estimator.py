@@ -1,8 +1,10 @@
-"""``GaussianMixture``: scikit-learn's estimator, diag and spherical, on the fused kernels.
+"""``GaussianMixture``: scikit-learn's estimator, all four covariance types, on the fused kernels.
 
-Same parameters, methods, attributes and convergence rule as
-``sklearn.mixture.GaussianMixture`` for ``covariance_type in {"diag", "spherical"}``
-(the default is "diag": the kernels have no full or tied covariances), plus
+Same parameters, methods, attributes and convergence rule as ``sklearn.mixture.GaussianMixture``
+for ``covariance_type`` "full" (the default, as scikit-learn's), "tied", "diag" and "spherical":
+full and tied run on kernels/full and kernels/tied (:mod:`kernels.estep_full`), diag and spherical
+on the diagonal kernels; ``covariances_``, ``precisions_`` and ``precisions_cholesky_`` have
+scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parameter counts. Plus
 
 * ``device``: "auto" (CUDA if present, else the Triton interpreter when
   ``TRITON_INTERPRET=1``, else the CPU fallback), "cuda" (the Triton kernels), or
@@ -13,16 +15,27 @@ Same parameters, methods, attributes and convergence rule as
 * ``precision``: "auto" (the default), or one of the kernels' precisions, passed as it is
   (``kernels.em.PRECISIONS``; a float32 one warns, :class:`kernels.precision.Float32LiftWarning`, where
   its lift's error bound exceeds the tolerance at a start's initial parameters). "auto", before every
-  EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming parameters is within
-  ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`: the data's range
-  about its mean and the smallest variances, O(Kd) and one host read an iteration), else "fp64" -- the
-  near-constant features of issue 20, whose floored variances make the float32 lift cancel terms of
-  ~1e9; "fp64" computes the E-step in float64 on the kernels (X still reaches them as
-  float32, as below). ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU
-  fallback), ``precision_switches_`` the (iteration, precision) at which it started or changed.
+  diag or spherical EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming
+  parameters is within ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`:
+  the data's range about its mean and the smallest variances, O(Kd) and one host read an iteration), else
+  "fp64" -- the near-constant features of issue 20, whose floored variances make the float32 lift cancel
+  terms of ~1e9; "fp64" computes the E-step in float64 on the kernels (X still reaches them as float32, as
+  below). Full and tied refuse "fp64" by name (their kernels are float32; "auto" runs them at "tf32x3").
+  ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU fallback),
+  ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
   (:mod:`kernels.streaming`), summing float64 statistics before one M-step.
+* ``sample_weight`` in ``fit``, ``fit_predict`` and ``score`` (scikit-learn's GaussianMixture has
+  none; the convention of its estimators that do, ``_check_sample_weight``: finite, >= 0): every
+  E-step statistic is weighted (w_i Gamma_ik), the weights are normalized by sum_i w_i, and
+  ``lower_bound_`` = sum_i w_i log p(x_i) / sum_i w_i, so integer weights give the fit of duplicated
+  rows and zero weights that of dropped ones. On the kernels' backends the weights are one more
+  stream beside X (its dtype; streamed chunk by chunk with it); weighted diag E-steps run on the
+  Triton kernels, not the warp-specialized Gluon ones. The initialization weights its
+  responsibilities' moments; k-means and k-means++ take the weights (scikit-learn's ``sample_weight``),
+  "random_from_data" draws among rows of positive weight, and so a weighted fit initializes on the
+  host (init_backend "sklearn"; "torch" refuses weights).
 * ``init_backend``: where the initialization runs. "torch": scikit-learn's
   procedure for ``init_params`` in torch ops where X is (:mod:`kernels.initialization`:
   k-means++ seeding and Lloyd's k-means on the GPU, float64 moments), from a
@@ -48,7 +61,8 @@ Every EM iteration is: E-step statistics (n, s, u, ell) at the current parameter
 then the M-step. On the kernels' backends with X on the device an iteration is one
 replay of :func:`kernels.fit`'s captured CUDA graph (lift, sweep, M-step) followed by
 one read-back to the host of ell and the graph's parameter and failure checks, the
-convergence test; streamed or on the CPU fallback it is :mod:`kernels.estep` per block. ell is at
+convergence test; streamed, on the CPU fallback, or full and tied, it is :mod:`kernels.estep` (diag) or
+:mod:`kernels.estep_full` per block, one M-step and one read of ell. ell is at
 the *incoming* parameters, and so is scikit-learn's lower bound of an iteration (the
 mean log-likelihood of the E-step that precedes the M-step), so ``lower_bound_ = ell /
 N`` of the last iteration, exactly scikit-learn's; convergence is ``|change| < tol``.
@@ -66,9 +80,11 @@ backends (the CPU fallback keeps float64). Fitted attributes take X's dtype as
 scikit-learn's do (float32 for float32 X, else float64; computed in float64).
 
 Broken models raise as scikit-learn does, never come back as NaN. Initial and M-step
-variances come from moments about X's column mean (scikit-learn's uncentered
+(co)variances come from moments about X's column mean (scikit-learn's uncentered
 E[x^2] - mean^2 fails on data far from the origin, e.g. iris + 1e8, where this
-estimator fits). A variance that is not finite or not > 0 after reg_covar, or a
+estimator fits; tied's k-means++ and random_from_data starts, whose scikit-learn covariance is X^T X
+over every row about zero, are that matrix by exact algebra about the mean). A variance that is not
+finite or not > 0 after reg_covar, a full or tied covariance whose Cholesky fails, or a
 non-finite weight or mean, is scikit-learn's ValueError about ill-defined covariances
 (:class:`kernels.mstep.IllDefinedCovarianceError`), checked after the initialization
 and after every M-step inside the read of ell each iteration already makes (on the
@@ -98,7 +114,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as _SkGaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import assert_all_finite, check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import (_check_sample_weight, assert_all_finite, check_array, check_is_fitted,
+                                      validate_data)
 
 from kernels.arrays import check_device_array, device_tensor, output_like, upload
 from kernels.column_sums import non_finite_message
@@ -106,13 +123,17 @@ from kernels.dispatch import ALGORITHMS
 from kernels.em import PRECISIONS, Float32RangeError, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
 from kernels.em import fit as em_fit
 from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag
+from kernels import estep_full
+from kernels.full.parameters import cholesky_precisions
 from kernels.initialization import initial_moments
 from kernels.mstep import IllDefinedCovarianceError, well_defined
 from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
     lift_error_bound, lift_warning
-from kernels.streaming import CPU_BLOCK_BYTES, host_column_mean, rows_per_chunk, streamed_statistics
+from kernels.streaming import (CPU_BLOCK_BYTES, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
+                               streamed_statistics)
 
-COVARIANCE_TYPES = ("diag", "spherical")
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+MATRIX_TYPES = ("full", "tied")  # precisions Cholesky factors (kernels/full, kernels/tied) rather than variances
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
 DEVICES = ("auto", "cuda", "cpu")
 INIT_BACKENDS = ("auto", "torch", "sklearn")
@@ -125,14 +146,15 @@ FLOAT64 = "fp64"  # what ran on the float64 CPU fallback
 
 
 class GaussianMixture(DensityMixin, BaseEstimator):
-    """Diagonal or spherical Gaussian mixture fitted by EM on the Turbo-GMM kernels.
+    """Gaussian mixture (full, tied, diagonal or spherical covariances) fitted by EM on the Turbo-GMM kernels.
 
     Parameters and fitted attributes are scikit-learn's (see the module docstring
-    for ``device``, ``algorithm``, ``precision``, ``max_device_bytes``, ``init_backend``
-    and the arrays taken and returned). Extra fitted attributes: ``backend_``,
+    for ``device``, ``algorithm``, ``precision``, ``max_device_bytes``, ``init_backend``,
+    ``sample_weight`` and the arrays taken and returned). Extra fitted attributes: ``backend_``,
     ``algorithm_``, ``n_floored_`` (variance entries floored at ``reg_covar`` over the
-    fit, see :mod:`kernels.mstep`), ``precision_`` and ``precision_switches_`` (the precision of the last
-    iteration, and each iteration where it began or changed), ``rows_per_chunk_`` (None when X was on the device
+    fit, see :mod:`kernels.mstep`; 0 for full and tied, whose M-step floors nothing), ``precision_`` and
+    ``precision_switches_`` (the precision of the last iteration, and each iteration where it began or changed),
+    ``rows_per_chunk_`` (None when X was on the device
     at once), ``init_backend_`` ("torch" or "sklearn"), ``fit_profile_`` (seconds per
     phase and iterations, see the module docstring).
     """
@@ -147,7 +169,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         "init_backend": [StrOptions(set(INIT_BACKENDS))],
     }
 
-    def __init__(self, n_components=1, *, covariance_type="diag", tol=1e-3, reg_covar=1e-6, max_iter=100, n_init=1,
+    def __init__(self, n_components=1, *, covariance_type="full", tol=1e-3, reg_covar=1e-6, max_iter=100, n_init=1,
                  init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, random_state=None,
                  warm_start=False, verbose=0, verbose_interval=10, device="auto", algorithm="auto",
                  precision="auto", max_device_bytes=None, init_backend="auto"):
@@ -173,7 +195,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Fit by EM (``n_init`` starts, up to ``max_iter`` iterations each); returns self.
 
         A model EM cannot define raises as scikit-learn does (its ValueError about ill-defined
@@ -181,18 +203,18 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         an E-step that leaves float32's range is a :class:`kernels.em.Float32RangeError` (a ValueError)."""
         state = dict(self.__dict__)
         try:
-            self._fit(X)
+            self._fit(X, sample_weight)
         except BaseException:  # nothing half-written: a failed fit leaves the estimator as it was
             self.__dict__.clear()
             self.__dict__.update(state)
             raise
         return self
 
-    def fit_predict(self, X, y=None):
+    def fit_predict(self, X, y=None, sample_weight=None):
         """Fit, then the labels of X under the fitted model (as fit(X).predict(X))."""
-        return self.fit(X).predict(X)
+        return self.fit(X, sample_weight=sample_weight).predict(X)
 
-    def _fit(self, X):
+    def _fit(self, X, sample_weight=None):
         started = time.perf_counter()
         tensor = device_tensor(X)
         if tensor is not None and tensor.device.type == "cpu":  # a CPU tensor is a host array
@@ -212,12 +234,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         K = self.n_components
         if N < K:
             raise ValueError(f"Expected n_samples >= n_components but got n_components = {K}, n_samples = {N}")
+        sample_weight = None if sample_weight is None else _checked_sample_weight(sample_weight, N, K)
         init_w, init_m, init_p = self._checked_initial_parameters(d)
         cuda = device.type == "cuda"
         with torch.cuda.device(device) if cuda else contextlib.nullcontext():
             clock = _PhaseClock(cuda, started)
             data = _FitData(X if tensor is None else tensor, K, backend, device, self.max_device_bytes,
-                            self.algorithm, self.precision, self.reg_covar, clock)
+                            self.algorithm, self.precision, self.reg_covar, clock, self.covariance_type, sample_weight)
             try:
                 self._fit_data(data, init_w, init_m, init_p, clock, np.float32 if float32_input else np.float64)
             except IllDefinedCovarianceError as error:  # scikit-learn's message follows the dtype of X
@@ -229,9 +252,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.rows_per_chunk_ = data.rows if data.streamed else None
 
     def _fit_data(self, data, init_w, init_m, init_p, clock, dtype):
-        N, d = data.shape
-        K = self.n_components
-        spherical = self.covariance_type == "spherical"
         do_init = not (self.warm_start and hasattr(self, "converged_"))
         n_init = self.n_init if do_init else 1
         random_state = check_random_state(self.random_state)
@@ -244,26 +264,22 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             progress.init_begin(init)
             with clock.phase("init"):
                 if do_init:
-                    w, m, v = self._initial_parameters(data, init_backend, random_state, init_w, init_m, init_p)
-                    if not bool(well_defined(w, m, v)):  # one host sync per start, as scikit-learn's _initialize
-                        raise IllDefinedCovarianceError()
+                    params = self._initial_parameters(data, init_backend, random_state, init_w, init_m, init_p)
                 else:
-                    w, m, v = (torch.as_tensor(a, dtype=torch.float64, device=data.device)
-                               for a in (self.weights_, self.means_, self.covariances_))
+                    fitted = (self.weights_, self.means_, self.covariances_) + (
+                        (self.precisions_cholesky_,) if self.covariance_type in MATRIX_TYPES else ())
+                    params = tuple(torch.as_tensor(a, dtype=torch.float64, device=data.device) for a in fitted)
             lower_bound = -np.inf if do_init else self.lower_bound_
             lower_bounds, converged, floored, n_iter, switches = [], False, 0, 0, []
             with clock.phase("em"):
                 for n_iter in range(1, self.max_iter + 1):
                     prev = lower_bound
-                    full = v[:, None].expand(K, d) if spherical else v
-                    precision = data.choose_precision(m, full, first=n_iter == 1)
+                    precision = data.choose_precision(params, first=n_iter == 1)
                     if not switches or switches[-1][1] != precision:
                         switches.append((n_iter, precision))
-                    w, m, v, f, ll = data.iterate(w, m, full)
-                    if spherical:  # scikit-learn's spherical variance: the feature-average of the diagonal one
-                        v = v.mean(1)
+                    params, f, ll = data.iterate(params)
                     floored += f
-                    lower_bound = ll / N
+                    lower_bound = ll / data.total_weight
                     lower_bounds.append(lower_bound)
                     change = lower_bound - prev
                     progress.iter_end(n_iter, change)
@@ -273,20 +289,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             iterations += n_iter
             if self.max_iter > 0:
                 progress.init_end(lower_bound, converged)
-            candidate = (w, m, v)
+            candidate = params
             if self.max_iter == 0:
-                best.update(params=candidate, n_iter=0, switches=[(0, data.choose_precision(m, v[:, None].expand(
-                    K, d) if spherical else v, first=True))])
+                best.update(params=candidate, n_iter=0, switches=[(0, data.choose_precision(params, first=True))])
             elif lower_bound > best["lower_bound"] or best["lower_bound"] == -np.inf:
                 best = dict(lower_bound=lower_bound, converged=converged, params=candidate, n_iter=n_iter,
                             lower_bounds=lower_bounds, floored=floored, switches=switches)
         if not best["converged"] and self.max_iter > 0:
             warnings.warn("Best performing initialization did not converge. Try different init parameters, or "
                           "increase max_iter, tol, or check for degenerate data.", ConvergenceWarning)
-        weights, means, covariances = (a.cpu().numpy() for a in best["params"])
-        self.weights_, self.means_, self.covariances_ = (a.astype(dtype) for a in (weights, means, covariances))
-        self.precisions_cholesky_ = (1.0 / np.sqrt(covariances)).astype(dtype)
-        self.precisions_ = (1.0 / covariances).astype(dtype)
+        self._set_fitted_parameters([a.cpu().numpy() for a in best["params"]], dtype)
         self.converged_ = best["converged"]
         self.n_iter_ = best["n_iter"]
         self.lower_bound_ = best["lower_bound"]
@@ -296,6 +308,18 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.precision_ = best["switches"][-1][1]
         self.init_backend_ = init_backend
         self.fit_profile_ = clock.profile(n_iter=iterations)
+
+    def _set_fitted_parameters(self, params, dtype):
+        """weights_, means_, covariances_, precisions_cholesky_, precisions_ in scikit-learn's shapes and
+        conventions (full: U_k upper triangular with U_k U_k^T = precisions_[k]; diag, spherical: 1 / sqrt(cov))."""
+        weights, means, covariances = params[:3]
+        if self.covariance_type in MATRIX_TYPES:
+            U = params[3]
+            precisions = U @ np.swapaxes(U, -1, -2)
+        else:
+            U, precisions = 1.0 / np.sqrt(covariances), 1.0 / covariances
+        self.weights_, self.means_, self.covariances_, self.precisions_cholesky_, self.precisions_ = (
+            a.astype(dtype) for a in (weights, means, covariances, U, precisions))
 
     def _checked_initial_parameters(self, d):
         """weights_init, means_init, precisions_init validated as scikit-learn does."""
@@ -316,9 +340,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             m = check_array(means_init, dtype=[np.float64, np.float32], ensure_2d=False)
             _check_shape(m, (K, d), "means")
         if self.precisions_init is not None:
-            p = check_array(precisions_init, dtype=[np.float64, np.float32], ensure_2d=False)
-            _check_shape(p, (K, d) if self.covariance_type == "diag" else (K,), f"{self.covariance_type} precision")
-            if (p <= 0).any():
+            p = check_array(precisions_init, dtype=[np.float64, np.float32], ensure_2d=False, allow_nd=True)
+            shapes = dict(full=(K, d, d), tied=(d, d), diag=(K, d), spherical=(K,))
+            _check_shape(p, shapes[self.covariance_type], f"{self.covariance_type} precision")
+            if self.covariance_type in MATRIX_TYPES:  # scikit-learn's _check_precision_matrix, per matrix
+                for matrix in p.reshape(-1, d, d):
+                    if not (np.allclose(matrix, matrix.T) and (np.linalg.eigvalsh(matrix) > 0).all()):
+                        raise ValueError(f"'{self.covariance_type} precision' should be symmetric, positive-definite")
+            elif (p <= 0).any():
                 raise ValueError(f"'{self.covariance_type} precision' should be positive")
         return w, m, p
 
@@ -340,61 +369,114 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                          "CPU interpreter); use device='cpu' or 'auto' for the CPU fallback")
 
     def _init_backend(self, data):
+        """"sklearn" with sample weights: the torch initialization draws unweighted (k-means, k-means++)."""
+        if self.init_backend == "torch" and data.sample_weight is not None:
+            raise ValueError("init_backend='torch' does not take sample_weight (its k-means is unweighted); use "
+                             "init_backend='sklearn' or 'auto'")
         if self.init_backend != "auto":
             return self.init_backend
-        return "torch" if data.device.type == "cuda" and not data.streamed else "sklearn"
+        return "torch" if data.device.type == "cuda" and not data.streamed and data.sample_weight is None else "sklearn"
 
     def _initial_parameters(self, data, init_backend, random_state, init_w, init_m, init_p):
-        """(weights, means, variances) float64 on the data's device: the responsibilities of
-        ``init_params`` and one M-step on them (scikit-learn's initialization), overridden by the
-        user's weights/means/precisions. Parameters the user gives all three of need no pass over X."""
+        """Initial parameters, float64 on the data's device: (weights, means, variances) for diag and
+        spherical, (weights, means, covariances, precisions Cholesky) for full and tied. The responsibilities
+        of ``init_params`` (times the sample weights) and one M-step on them (scikit-learn's initialization),
+        overridden by the user's weights/means/precisions; scikit-learn's ValueError if that model is
+        ill-defined (one host sync per start, as its _initialize). Parameters the user gives all three of
+        need no pass over X."""
+        matrix = self.covariance_type in MATRIX_TYPES
         if init_w is not None and init_m is not None and init_p is not None:
-            return tuple(torch.as_tensor(np.asarray(a, np.float64), device=data.device)
-                         for a in (init_w, init_m, 1.0 / np.asarray(init_p, np.float64)))
+            weights, means = (torch.as_tensor(np.asarray(a, np.float64)) for a in (init_w, init_m))
+            cov, U = _from_precisions(init_p, matrix)
+        else:
+            weights, means, cov, U = self._moment_parameters(data, init_backend, random_state)
+            weights = weights if init_w is None else torch.as_tensor(np.asarray(init_w, np.float64))
+            means = means if init_m is None else torch.as_tensor(np.asarray(init_m, np.float64))
+            if init_p is not None:
+                cov, U = _from_precisions(init_p, matrix)
+        params = tuple(torch.as_tensor(a, dtype=torch.float64).to(data.device) for a in (
+            (weights, means, cov, U) if matrix else (weights, means, cov)))
+        if matrix:
+            ok = well_defined(params[0], params[1], torch.ones(1, dtype=torch.float64, device=data.device)) & (
+                torch.isfinite(params[3]).all())
+        else:
+            ok = well_defined(*params)
+        if not bool(ok):
+            raise IllDefinedCovarianceError()
+        return params
+
+    def _moment_parameters(self, data, init_backend, random_state):
+        """(weights, means, covariances, precisions Cholesky or None) of scikit-learn's M-step
+        (_estimate_gaussian_parameters) on the initial responsibilities' moments about X's column mean
+        (``offset``: that mean in X's coordinates, see _FitData's origin); scikit-learn's own moments about zero
+        cancel |mean|^2 / variance digits (iris + 1e8: negative variances, its ValueError)."""
+        second = "full" if self.covariance_type in MATRIX_TYPES else "diag"
         if init_backend == "torch":
             nk, sx, sxx = initial_moments(data.tensor, self.n_components, self.init_params, random_state,
                                           (data.center + data.origin - data.tensor_origin).to(data.tensor.device),
-                                          data.column_variance_mean())
+                                          data.column_variance_mean(), second)
             offset = (data.center + data.origin).to(data.tensor.device)
         else:
             offset = (data.center + data.origin).cpu()
-            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(data.host(), random_state, offset.numpy()))
-        # scikit-learn's M-step (_estimate_gaussian_parameters) on moments about X's column mean (``offset``:
-        # that mean in X's coordinates, see _FitData's origin); scikit-learn's own E[x^2] - mean^2 about zero
-        # cancels |mean|^2 / variance digits (iris + 1e8: negative variances, its ValueError)
-        nk = nk + 10 * EPS64
+            nk, sx, sxx = (torch.as_tensor(a) for a in self._host_moments(
+                data.host(), random_state, offset.numpy(), second, data.sample_weight))
+        n_raw, nk = nk, nk + 10 * EPS64
         means = sx / nk[:, None]
-        cov = sxx / nk[:, None] - means**2 + self.reg_covar
-        if self.covariance_type == "spherical":
-            cov = cov.mean(1)
-        params = (nk / data.shape[0] if init_w is None else init_w, means + offset if init_m is None else init_m,
-                  cov if init_p is None else 1.0 / np.asarray(init_p, np.float64))
-        return tuple(torch.as_tensor(a, dtype=torch.float64).to(data.device) for a in params)
+        weights = nk / data.total_weight
+        if second == "diag":
+            cov = sxx / nk[:, None] - means**2 + self.reg_covar
+            return weights, means + offset, cov.mean(1) if self.covariance_type == "spherical" else cov, None
+        eye = self.reg_covar * torch.eye(means.shape[1], dtype=torch.float64, device=means.device)
+        outer = means[:, :, None] * means[:, None, :]
+        one_row = self.init_params in ("k-means++", "random_from_data")  # each component: one row, weight n_raw
+        if self.covariance_type == "full" and one_row:  # scikit-learn's sum r (x - mu)(x - mu)^T / n, not M2 / n -
+            deviation = sx / n_raw[:, None] - means  # mu mu^T, which cancels to eps |x|^2, far above its ~eps^2
+            cov = n_raw[:, None, None] * deviation[:, :, None] * deviation[:, None, :] / nk[:, None, None] + eye
+        elif self.covariance_type == "full":
+            cov = sxx / nk[:, None, None] - outer + eye
+        elif not one_row:  # every row's responsibilities sum to its weight
+            cov = (sxx.sum(0) - (nk[:, None, None] * outer).sum(0)) / nk.sum() + eye
+        else:  # one row per component: scikit-learn's X^T X over all rows, about ``offset`` (exact algebra)
+            scatter, first = (a.to(means.device) for a in data.centered_moments())
+            c, gap = offset.to(means.device), first.to(means.device) - sx.sum(0)
+            spread = scatter - (nk[:, None, None] * outer).sum(0) + c[:, None] * gap + gap[:, None] * c
+            cov = (spread + (data.total_weight - nk.sum()) * c[:, None] * c) / nk.sum() + eye
+        U, ok = cholesky_precisions(cov)
+        if not bool(ok):
+            raise IllDefinedCovarianceError()
+        return weights, means + offset, cov, U
 
-    def _host_moments(self, X, random_state, center):
-        """scikit-learn's initialization on the host, drawn from ``random_state`` in the same order:
-        the responsibilities' (n, s, u) about ``center`` (float64, in row blocks)."""
+    def _host_moments(self, X, random_state, center, second="diag", sample_weight=None):
+        """scikit-learn's initialization on the host, drawn from ``random_state`` in the same order: the
+        responsibilities' (n, s, u) about ``center`` (float64, in row blocks), u = sum r (x - c)^2 (``second``
+        "diag") or sum r (x - c)(x - c)^T ("full"), r times ``sample_weight`` when given (then k-means and
+        k-means++ take the weights, and "random_from_data" draws among the rows of positive weight)."""
         N, d = X.shape
         K = self.n_components
+        sw = np.ones(N) if sample_weight is None else sample_weight
+        square = (lambda r, x: r.T @ (x * x)) if second == "diag" else (  # noqa: E731
+            lambda r, x: np.einsum("nk,nd,ne->kde", r, x, x))
         if self.init_params in ("random_from_data", "k-means++"):  # one row per component: no pass over X
-            if self.init_params == "random_from_data":
+            if self.init_params == "k-means++":
+                _, indices = kmeans_plusplus(X, K, random_state=random_state, sample_weight=sample_weight)
+            elif sample_weight is None:
                 indices = random_state.choice(N, size=K, replace=False)
             else:
-                _, indices = kmeans_plusplus(X, K, random_state=random_state)
+                indices = random_state.choice(np.flatnonzero(sample_weight > 0), size=K, replace=False)
             sx = np.asarray(X[indices], np.float64) - center
-            return np.ones(K), sx, sx * sx
+            return sw[indices], sw[indices, None] * sx, square(np.diag(sw[indices]), sx)
         if self.init_params == "kmeans":
-            labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X).labels_
+            labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X, sample_weight=sample_weight).labels_
             resp_rows = lambda r0, r1: np.eye(K)[labels[r0:r1]]  # noqa: E731
         else:  # "random": drawn block by block, rows ascending = scikit-learn's single draw
             resp_rows = lambda r0, r1: _normalized(random_state.uniform(size=(r1 - r0, K)))  # noqa: E731
-        nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d))
+        nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d) if second == "diag" else (K, d, d))
         for r0 in range(0, N, INIT_BLOCK_ROWS):
             r1 = min(N, r0 + INIT_BLOCK_ROWS)
-            resp, x = resp_rows(r0, r1), np.asarray(X[r0:r1], np.float64) - center
+            resp, x = resp_rows(r0, r1) * sw[r0:r1, None], np.asarray(X[r0:r1], np.float64) - center
             nk += resp.sum(0)
             sx += resp.T @ x
-            sxx += resp.T @ (x * x)
+            sxx += square(resp, x)
         return nk, sx, sxx
 
     # --------------------------------------------------------------- prediction
@@ -418,12 +500,17 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
             device, out_device = self._backend()[2], torch.device("cpu")
         K, d = self.means_.shape
-        rows = max(1, (self.max_device_bytes or CPU_BLOCK_BYTES) // (16 * d + 24 * K))
+        rows = max(1, (self.max_device_bytes or CPU_BLOCK_BYTES) // _bytes_per_row(self.covariance_type, K, d))
         w, m = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (self.weights_, self.means_))
-        v = self.covariances_
-        v = torch.as_tensor(np.ascontiguousarray(np.broadcast_to(v[:, None], (K, d)) if v.ndim == 1 else v),
-                            dtype=torch.float64, device=device)
-        center = w @ m  # the mixture's mean: the expanded score is evaluated about it
+        if self.covariance_type in MATRIX_TYPES:
+            v = torch.as_tensor(self.precisions_cholesky_, dtype=torch.float64, device=device)
+            log_resp = estep_full.log_responsibilities
+        else:
+            v = self.covariances_
+            v = torch.as_tensor(np.ascontiguousarray(np.broadcast_to(v[:, None], (K, d)) if v.ndim == 1 else v),
+                                dtype=torch.float64, device=device)
+            log_resp = log_responsibilities
+        center = w @ m  # the mixture's mean: the score is evaluated about it
 
         def blocks():
             bad = torch.zeros((), dtype=torch.int64, device=device)
@@ -434,7 +521,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     bad += (~torch.isfinite(x).all(1)).sum()
                 else:
                     x = torch.as_tensor(np.asarray(X[r0:r1], np.float64), device=device)
-                yield r0, r1, *log_responsibilities(x - center, w, m - center, v)
+                yield r0, r1, *log_resp(x - center, w, m - center, v)
             if tensor is not None and int(bad):
                 raise ValueError(non_finite_message(X))
         return X.shape[0], out_device, blocks(), output
@@ -451,9 +538,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         """log p(x_i) under the fitted mixture, (n_samples,)."""
         return self._evaluate(X, (), torch.float64, lambda lr, L: L)
 
-    def score(self, X, y=None):
-        """Mean log-likelihood per sample."""
-        return float(self._score_samples_tensor(X).mean())
+    def score(self, X, y=None, sample_weight=None):
+        """Mean log-likelihood per sample (weighted by ``sample_weight``: sum_i w_i log p(x_i) / sum_i w_i)."""
+        ll = self._score_samples_tensor(X)
+        if sample_weight is None:
+            return float(ll.mean())
+        w = torch.as_tensor(_checked_sample_weight(sample_weight, ll.shape[0], 1), device=ll.device)
+        return float((w * ll).sum() / w.sum())
 
     def _score_samples_tensor(self, X):
         N, out_device, blocks, _ = self._log_resp_blocks(X)
@@ -471,8 +562,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return self._evaluate(X, (self.n_components,), torch.float64, lambda lr, L: lr.exp())
 
     def _n_parameters(self):
+        """Free parameters, as scikit-learn counts them per covariance type."""
         K, d = self.means_.shape
-        cov = K * d if self.covariance_type == "diag" else K
+        cov = dict(full=K * d * (d + 1) / 2.0, tied=d * (d + 1) / 2.0, diag=K * d, spherical=K)[self.covariance_type]
         return int(cov + K * d + K - 1)
 
     def bic(self, X):
@@ -493,8 +585,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_)
         d = self.means_.shape[1]
-        X = np.vstack([mean + rng.standard_normal(size=(c, d)) * np.sqrt(cov)
-                       for mean, cov, c in zip(self.means_, self.covariances_, counts)])
+        if self.covariance_type in MATRIX_TYPES:
+            covariances = self.covariances_ if self.covariance_type == "full" else [self.covariances_] * len(counts)
+            X = np.vstack([rng.multivariate_normal(mean, cov, int(c))
+                           for mean, cov, c in zip(self.means_, covariances, counts)])
+        else:
+            X = np.vstack([mean + rng.standard_normal(size=(c, d)) * np.sqrt(cov)
+                           for mean, cov, c in zip(self.means_, self.covariances_, counts)])
         y = np.concatenate([np.full(c, k, dtype=np.int64) for k, c in enumerate(counts)])
         return X, y
 
@@ -575,14 +672,19 @@ class _FitData:
     is in those shifted coordinates, ``tensor`` in ``tensor_origin``'s, ``host()`` and :meth:`iterate`'s
     parameters in X's own."""
 
-    def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None):
+    def __init__(self, X, K, backend, device, max_device_bytes, algorithm, precision, reg_covar=1e-6, clock=None,
+                 covariance_type="diag", sample_weight=None):
         clock = clock or _PhaseClock(device.type == "cuda", time.perf_counter())
         N, d = X.shape
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
+        self.covariance_type = covariance_type
         self.auto = precision == "auto"
         self.precision = AUTO_PRECISIONS[0] if self.auto else precision  # auto: updated by choose_precision
         self._radius = None  # the data's range about its mean, for the float32 lift's bound
         self._warned = False
+        self.sample_weight = sample_weight  # float64 NumPy (N,) or None; its sum normalizes ell and the weights
+        self.total_weight = float(N) if sample_weight is None else float(sample_weight.sum())
+        self._moments = None  # tied: the data's centered scatter and sum, once per fit
         self._owned = False  # the tensor is the estimator's own copy (its cached graphs go with the fit)
         self._host = None  # the host array a device copy was made from
         origin = None
@@ -595,7 +697,7 @@ class _FitData:
             self.dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         if self.streamed:
             self.X = X
-            self.rows = rows_per_chunk(max_device_bytes or CPU_BLOCK_BYTES, d, K, backend)
+            self.rows = rows_per_chunk(max_device_bytes or CPU_BLOCK_BYTES, d, K, backend, covariance_type)
             with clock.phase("validation"):
                 if backend == "triton":
                     assert_all_finite(X, input_name="X")
@@ -622,7 +724,13 @@ class _FitData:
             origin, device=device)
         self._chunk_origin = origin if self.streamed else None  # subtracted from each streamed chunk
         self.requested_algorithm = algorithm
-        self.block = BlockStatistics(K, d, self.center, backend, algorithm, self.precision)
+        self._device_weight = None if sample_weight is None or self.streamed else torch.as_tensor(
+            sample_weight, dtype=torch.float32, device=device)  # the float32 stream beside a resident X
+        if covariance_type in MATRIX_TYPES:
+            self.block = estep_full.BlockStatistics(covariance_type, K, d, self.center, backend, algorithm,
+                                                    self.precision)
+        else:
+            self.block = BlockStatistics(K, d, self.center, backend, algorithm, self.precision)
         self.algorithm = self.block.algorithm
 
     @property
@@ -671,13 +779,18 @@ class _FitData:
         """The float32 lift's score error bound at means m (X's coordinates) and variances v (K, d)."""
         return float(lift_error_bound(self.radius(), m, v, self.center + self.origin))
 
-    def choose_precision(self, m, v, first=False) -> str:
-        """The precision of the next iteration from (m, v (K, d)): "fp64" on the float64 CPU fallback; under
-        "auto" "tf32x3" if the float32 lift's bound is within the tolerance, else "fp64"; a float32
-        precision given explicitly is kept, with one :class:`Float32LiftWarning` per fit where the bound at a
-        start's initial parameters (``first``) exceeds the tolerance."""
+    def choose_precision(self, params, first=False) -> str:
+        """The precision of the next iteration from :meth:`iterate`'s ``params``: "fp64" on the float64 CPU
+        fallback; full and tied keep theirs (float32 kernels); diag and spherical under "auto" "tf32x3" if the
+        float32 lift's bound is within the tolerance, else "fp64"; a float32 precision given explicitly is
+        kept, with one :class:`Float32LiftWarning` per fit where the bound at a start's initial parameters
+        (``first``) exceeds the tolerance."""
         if self.backend != "triton":
             return FLOAT64
+        if self.covariance_type in MATRIX_TYPES:
+            return self.precision
+        _, m, v = params
+        v = v[:, None].expand(*m.shape) if v.ndim == 1 else v
         if self.auto:
             precision = AUTO_PRECISIONS[self.lift_error_bound(m, v) > SCORE_TOLERANCE]
             if precision != self.precision:  # the dispatch rule and the tiles depend on the precision
@@ -692,22 +805,68 @@ class _FitData:
                 self._warned = True
         return self.precision
 
+    def _chunks(self):
+        """(sample weights of the rows or None, rows as a tensor in ``tensor``'s coordinates) per chunk."""
+        if not self.streamed:
+            yield self._device_weight, self.X
+            return
+        bounds = chunk_bounds(self.shape[0], self.rows)
+        for (r0, r1), x in zip(bounds, device_chunks(self.X, self.rows, self.device, self.dtype, self._chunk_origin)):
+            yield None if self.sample_weight is None else torch.as_tensor(self.sample_weight[r0:r1]), x
+
+    def centered_moments(self):
+        """(sum_i w_i (x_i - c)(x_i - c)^T (d, d), sum_i w_i (x_i - c) (d,)) float64 about the center, once per
+        fit (the tied M-step's data term)."""
+        if self._moments is None:
+            parts = [estep_full.centered_moments(x, sw, self.center) for sw, x in self._chunks()]
+            self._moments = tuple(sum(p[i] for p in parts) for i in range(2))
+        return self._moments
+
     def statistics(self, w, m, v):
+        """Statistics of all rows at (w, m in X's coordinates, v: variances (K, d), or precisions Cholesky)."""
         if self.streamed:
             return streamed_statistics(self.X, self.block, (w, m - self.origin, v), self.rows, self.device, self.dtype,
-                                       self._chunk_origin)
-        return self.block(self.X, w, m, v)
+                                       self._chunk_origin, self.sample_weight)
+        if self._device_weight is None:
+            return self.block(self.X, w, m - self.origin, v)
+        return self.block(self.X, w, m - self.origin, v, sample_weight=self._device_weight)
 
-    def iterate(self, w, m, v):
-        """One EM iteration from (w, m, v (K, d)): (weights, means, variances (K, d), entries floored,
+    def iterate(self, params):
+        """One EM iteration from ``params`` -- (weights, means, variances (K, d) or (K,)) for diag and spherical,
+        (weights, means, covariances, precisions Cholesky) for full and tied: (the new parameters, entries floored,
+        ell = sum_i w_i log p(x_i) at the incoming parameters as a float)."""
+        if self.covariance_type in MATRIX_TYPES:
+            return self._iterate_matrix(*params)
+        w, m, v = params
+        spherical = v.ndim == 1
+        w, m, v, f, ll = self._iterate_diag(w, m, v[:, None].expand(*m.shape) if spherical else v)
+        return (w, m, v.mean(1) if spherical else v), f, ll  # spherical: the feature-average of the diagonal one
+
+    def _iterate_matrix(self, w, m, cov, U):
+        """Full or tied: the fused (or float64 torch) E-step, kernels/full's or kernels/tied's M-step, one host read."""
+        st = self.statistics(w, m, U)
+        w, m, cov, U, ok = self.block.mstep(st, self.reg_covar, self.centered_moments()[0]
+                                            if self.covariance_type == "tied" else None)
+        m = m + self.origin
+        ok = ok & torch.isfinite(w).all() & torch.isfinite(m).all()
+        ll, ok = torch.stack([st.ll, ok.double()]).tolist()  # one host read
+        if not np.isfinite(ll) and self.backend == "triton":  # the float32 kernels left float32's range
+            raise Float32RangeError()
+        if not (ok and np.isfinite(ll)):
+            raise IllDefinedCovarianceError()
+        return (w, m, cov, U), 0, ll
+
+    def _iterate_diag(self, w, m, v):
+        """One diag EM iteration from (w, m, v (K, d)): (weights, means, variances (K, d), entries floored,
         ell at the incoming parameters as a float) -- a replay of the captured graph when X is on the device."""
         if self.backend == "triton" and not self.streamed:
+            weighted = {} if self._device_weight is None else {"sample_weight": self._device_weight}
             r = em_fit(self.X, (w, m - self.origin, v), 1, reg_covar=self.reg_covar, algorithm=self.algorithm,
-                       precision=self.precision, center=self.center, lift_check=False)
+                       precision=self.precision, center=self.center, lift_check=False, **weighted)
             ll = r.log_likelihoods_host[0] if r.log_likelihoods_host is not None else float(r.log_likelihoods[0])
             return r.weights, r.means + self.origin, r.variances, r.n_floored, ll  # graphed: one host read
         st = self.statistics(w, m, v)
-        w, m, v, f = mstep_diag(st, self.shape[0], self.center, self.reg_covar)
+        w, m, v, f = mstep_diag(st, self.total_weight, self.center, self.reg_covar)
         m = m + self.origin
         ll, f, ok = torch.stack([st.ll, f.double(), well_defined(w, m, v).double()]).tolist()  # one host read
         if not np.isfinite(ll) and self.backend == "triton":  # the float32 kernels left float32's range
@@ -720,6 +879,36 @@ class _FitData:
         """Drop the graphs :func:`kernels.fit` cached for the estimator's own copy of X (they hold it)."""
         if self._owned:
             forget_graphs(self.X)
+
+
+def _bytes_per_row(covariance_type, K, d):
+    """Bytes of float64 temporaries a row takes in the torch evaluation of the score."""
+    if covariance_type in MATRIX_TYPES:
+        return estep_full.bytes_per_row(covariance_type, K, d)
+    return 16 * d + 24 * K
+
+
+def _checked_sample_weight(sample_weight, N, K):
+    """sample_weight as float64 NumPy (N,) after scikit-learn's checks (_check_sample_weight: N finite entries,
+    >= 0, not all zero), with at least K positive (a fit of K components needs K rows)."""
+    if isinstance(sample_weight, torch.Tensor):
+        sample_weight = sample_weight.detach().cpu().numpy()
+    sw = _check_sample_weight(sample_weight, np.empty((N, 0)), dtype=np.float64, ensure_non_negative=True)
+    if np.count_nonzero(sw) < K:
+        raise ValueError(f"Expected n_samples with positive sample_weight >= n_components but got n_components = "
+                         f"{K}, {np.count_nonzero(sw)} positive weights")
+    return sw
+
+
+def _from_precisions(precisions, matrix):
+    """(covariances, precisions Cholesky or None) from the user's precisions_init: 1 / p for diag and spherical;
+    for full and tied the inverse and scikit-learn's upper factor U (U U^T = P: the Cholesky factor of P reversed
+    in rows and columns, reversed back, its _compute_precision_cholesky_from_precisions)."""
+    P = np.asarray(precisions, np.float64)
+    if not matrix:
+        return torch.as_tensor(1.0 / P), None
+    U = np.linalg.cholesky(P[..., ::-1, ::-1])[..., ::-1, ::-1]
+    return torch.as_tensor(np.linalg.inv(P)), torch.as_tensor(np.ascontiguousarray(U))
 
 
 def _check_shape(a, shape, name):

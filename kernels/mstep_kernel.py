@@ -43,7 +43,7 @@ def _mstep_kernel(
     n, su, ll, center,  # statistics (K_PAD,), (K_PAD, 2*D_PAD), (1,) f64; center (d,) f64
     weights, means, variances, ll_out, floored, failure,  # out: (K,), (K, d), (K, d), (1,) f64; (1,) int64 (added
     # to); failure (1,) int64 (lowered to this iteration's code where it fails)
-    N, K, d, reg_covar: tl.float64, guard: tl.float64, iteration, no_failure: tl.int64,
+    N: tl.float64, K, d, reg_covar: tl.float64, guard: tl.float64, iteration, no_failure: tl.int64,
     D_PAD: tl.constexpr, FINITE_MAX: tl.constexpr,
 ):
     k = tl.program_id(0)
@@ -70,15 +70,16 @@ def _mstep_kernel(
     tl.atomic_min(failure, code.to(tl.int64), sem="relaxed")
 
 
-def mstep_into(n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor, N: int, center: torch.Tensor,
+def mstep_into(n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor, N: float, center: torch.Tensor,
                reg_covar: float, weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor,
                ll_out: torch.Tensor, floored: torch.Tensor, failure: torch.Tensor, iteration: int) -> None:
     """New (weights, means, variances) written into those float64 buffers from the
-    padded float64 statistics; ``ll_out`` (1,) <- ll; ``floored`` (1,) int64 += entries floored;
+    padded float64 statistics (weights n_k / N: N the row count, or the sum of the sample weights);
+    ``ll_out`` (1,) <- ll; ``floored`` (1,) int64 += entries floored;
     ``failure`` (1,) int64 <- min(itself, this ``iteration``'s :func:`failure_code`) where it fails."""
     K, d = means.shape
     d_pad = su.shape[1] // 2
     _mstep_kernel[(K,)](n, su, ll, center, weights, means, variances, ll_out, floored, failure,
-                        N, K, d, float(reg_covar), 10.0 * EPS64, iteration, NO_FAILURE, D_PAD=d_pad,
+                        float(N), K, d, float(reg_covar), 10.0 * EPS64, iteration, NO_FAILURE, D_PAD=d_pad,
                         FINITE_MAX=FLOAT64_MAX, num_warps=1,
                         enable_fp_fusion=False)  # no FMA contraction: the same roundings as kernels/mstep.py

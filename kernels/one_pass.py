@@ -38,6 +38,7 @@ def _one_pass_kernel(
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     pid = tl.program_id(0)
     kk = tl.arange(0, K_PAD)
@@ -60,25 +61,33 @@ def _one_pass_kernel(
         m = tl.max(s, 1)
         p = tl.exp(s - m[:, None])
         lam = tl.sum(p, 1)
-        g = p * tl.where(row_ok, 1.0 / lam, 0.0)[:, None]
+        inv = tl.where(row_ok, 1.0 / lam, 0.0)
+        ell = tl.where(row_ok, m + tl.log(lam), 0.0)
+        if WEIGHTED:  # a row's weight scales its responsibilities and its ell
+            wr = tl.load(sw + rows, mask=row_ok, other=0.0)
+            inv *= wr
+            ell *= wr
+        g = p * inv[:, None]
         n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         s_sum, u_sum = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION, HALVES)
-        ll_acc += tl.where(row_ok, m + tl.log(lam), 0.0).to(tl.float64)
+        ll_acc += ell.to(tl.float64)
     commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD, HALVES)
     tl.atomic_add(ll_out, tl.sum(ll_acc, 0), sem="relaxed")
 
 
 def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
-                        cfg: LaunchConfig, precision: str, out=None):
+                        cfg: LaunchConfig, precision: str, out=None, sample_weight=None):
     """Statistics of one E-step by Algorithm 2.
 
     X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) and
     b (k_pad,) from :func:`kernels.lift.lift`, in its :func:`kernels.lift.lift_dtype`. Returns float64 tensors
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
+    ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell (the Triton kernel only).
     """
-    if kernel_name(X, W, cfg, precision) == "one_pass_ws":
+    weighted = sample_weight is not None
+    if kernel_name(X, W, cfg, precision, weighted) == "one_pass_ws":
         from kernels import one_pass_ws  # Gluon: Hopper only
 
         out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
@@ -91,15 +100,16 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     meta = launch_meta(cfg, k_pad, d_pad, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     P = sum_bounded(program_count(n_tiles, X.device, cfg.programs_per_sm), n_tiles, cfg.sum_tiles)
-    _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta)
+    _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta,
+                           **({"sw": sample_weight, "WEIGHTED": True} if weighted else {}))
     return n, su, ll
 
 
-def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str, weighted: bool = False) -> str:
     """Which kernel takes this sweep: "one_pass_ws" (kernels/one_pass_ws.py) where the config routes it there
     (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
-    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel)."""
-    if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
+    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel, which alone reads sample weights)."""
+    if not weighted and cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
         from kernels import one_pass_ws  # Gluon: Hopper only
 
         if one_pass_ws.refusal(X, W, precision) is None:

@@ -23,16 +23,22 @@ import numpy as np
 import torch
 
 from kernels.estep import BlockStatistics, Statistics
+from kernels.estep_full import COVARIANCE_TYPES, bytes_per_row
 
 CPU_BLOCK_BYTES = 256 << 20  # torch fallback: temporaries per block when no budget is given
 FILL_THREADS = max(1, min(8, os.cpu_count() or 1))  # host threads filling a pinned buffer
 
 
-def rows_per_chunk(max_device_bytes: int, d: int, K: int, backend: str) -> int:
+def rows_per_chunk(max_device_bytes: int, d: int, K: int, backend: str, covariance_type: str = "diag") -> int:
     """Rows per chunk so that the chunk buffers (and, for the torch fallback, the
-    (rows, K) float64 score blocks) fit in ``max_device_bytes``. Triton: two
-    float32 buffers plus the two-pass row normalizer, 8d + 4 bytes a row."""
-    per_row = 8 * d + 4 if backend == "triton" else 16 * d + 24 * K
+    (rows, K) float64 score blocks, (rows, K, d) for full and tied) fit in ``max_device_bytes``.
+    Triton: two float32 buffers plus the two-pass row normalizer, 8d + 4 bytes a row."""
+    if backend == "triton":
+        per_row = 8 * d + 4
+    elif covariance_type in COVARIANCE_TYPES:
+        per_row = bytes_per_row(covariance_type, K, d)
+    else:
+        per_row = 16 * d + 24 * K
     rows = int(max_device_bytes) // per_row
     if rows < 1:
         raise ValueError(f"max_device_bytes={max_device_bytes} cannot hold one row of d={d} "
@@ -113,12 +119,17 @@ def _double_buffered_with(X, rows, device, dtype, pool, origin=None):
 
 
 def streamed_statistics(X: np.ndarray, block: BlockStatistics, params, rows: int, device: torch.device,
-                        dtype: torch.dtype = torch.float32, origin: np.ndarray | None = None) -> Statistics:
+                        dtype: torch.dtype = torch.float32, origin: np.ndarray | None = None,
+                        sample_weight: np.ndarray | None = None) -> Statistics:
     """Statistics of all rows of the host array X (of X - ``origin`` when given), summed in float64
-    over chunks of ``rows``."""
+    over chunks of ``rows``; ``sample_weight`` (N,): each chunk's weights go beside it (``block`` is
+    kernels.estep's or kernels.estep_full's)."""
     total = None
-    for chunk in device_chunks(X, rows, device, dtype, origin):
-        st = block(chunk, *params)
+    for (r0, r1), chunk in zip(chunk_bounds(X.shape[0], rows), device_chunks(X, rows, device, dtype, origin)):
+        if sample_weight is None:
+            st = block(chunk, *params)
+        else:
+            st = block(chunk, *params, sample_weight=torch.as_tensor(sample_weight[r0:r1]).to(chunk.device))
         total = st if total is None else total.__iadd__(st)
     return total
 

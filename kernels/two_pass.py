@@ -37,6 +37,7 @@ def _normalizer_kernel(
     N, d, K, stride_x,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
+    sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
@@ -74,7 +75,10 @@ def _normalizer_kernel(
         m = m_new
     L = m + tl.log(lam)
     tl.store(L_out + rows, L, mask=row_ok)
-    tl.atomic_add(ll_out, tl.sum(tl.where(row_ok, L, 0.0).to(tl.float64), 0), sem="relaxed")
+    ell = tl.where(row_ok, L, 0.0)
+    if WEIGHTED:  # ell = sum_i w_i L_i; L itself stays unweighted for pass 2
+        ell *= tl.load(sw + rows, mask=row_ok, other=0.0)
+    tl.atomic_add(ll_out, tl.sum(ell.to(tl.float64), 0), sem="relaxed")
 
 
 # the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
@@ -85,6 +89,7 @@ def _statistics_kernel(
     N, d, stride_x, n_tiles, n_splits,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
+    sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
@@ -100,6 +105,8 @@ def _statistics_kernel(
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
                          tl.zeros([BLOCK_N, BLOCK_K], bias.dtype), PRECISION, HALVES)
         g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
+        if WEIGHTED:  # a row's weight scales its responsibilities
+            g *= tl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
         n_sum += tl.sum(g, 0)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         s_sum, u_sum = accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION, HALVES)
@@ -107,9 +114,9 @@ def _statistics_kernel(
 
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
-                        cfg: LaunchConfig, precision: str, out=None, L_buffer=None):
+                        cfg: LaunchConfig, precision: str, out=None, L_buffer=None, sample_weight=None):
     """Statistics of one E-step by Algorithm 3; same contract as
-    :func:`kernels.one_pass.one_pass_statistics`. ``L_buffer`` (N,) in W's dtype (float32; float64 under
+    :func:`kernels.one_pass.one_pass_statistics` (``sample_weight`` included). ``L_buffer`` (N,) in W's dtype (float32; float64 under
     fp64) is the row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
@@ -119,24 +126,30 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
                torch.zeros(1, dtype=f64, device=X.device))
     n, su, ll = out
     L = L_buffer if L_buffer is not None else torch.empty(N, dtype=W.dtype, device=X.device)
-    normalizer_pass(X, center, W, b, K, cfg, precision, L, ll)
-    statistics_pass(X, center, W, b, K, cfg, precision, L, n, su)
+    normalizer_pass(X, center, W, b, K, cfg, precision, L, ll, sample_weight)
+    statistics_pass(X, center, W, b, K, cfg, precision, L, n, su, sample_weight)
     return n, su, ll
 
 
-def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll) -> None:
-    """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i L[i]."""
+def _weights(sample_weight) -> dict:
+    """The kernels' weight arguments: none unweighted (WEIGHTED's default: the kernel compiles as without)."""
+    return {} if sample_weight is None else {"sw": sample_weight, "WEIGHTED": True}
+
+
+def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll, sample_weight=None) -> None:
+    """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i w_i L[i] (w_i = 1 without weights)."""
     N, d = X.shape
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee, fp64: W itself, WT_split unused
     _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, WT_split, b, L, ll, N, d, K, X.stride(0),
-                                                           **meta)
+                                                           **meta, **_weights(sample_weight))
 
 
-def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str, weighted: bool = False) -> str:
     """Which kernel takes pass 2: "two_pass_ws" (kernels/two_pass_ws.py) where the config routes it there
-    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel)."""
-    if cfg.warp_specialized_pass2 and precision == "tf32x3":
+    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel, which alone reads
+    sample weights)."""
+    if not weighted and cfg.warp_specialized_pass2 and precision == "tf32x3":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
         if two_pass_ws.refusal(X, W, cfg) is None:
@@ -144,10 +157,10 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
     return "two_pass"
 
 
-def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su) -> None:
-    """Pass 2: n, [s | u] += the statistics of Gamma = exp(S - L), component tiles x row splits
+def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su, sample_weight=None) -> None:
+    """Pass 2: n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L), component tiles x row splits
     (:func:`kernels.launch.statistics_pass_grid`)."""
-    if kernel_name(X, W, cfg, precision) == "two_pass_ws":
+    if kernel_name(X, W, cfg, precision, sample_weight is not None) == "two_pass_ws":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
         return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
@@ -155,7 +168,8 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
-    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta)
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta,
+                                            **_weights(sample_weight))
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

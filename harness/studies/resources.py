@@ -133,6 +133,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there; the Triton one pass
             # stays beside the warp-specialized one, which takes only N >= warp_specialized_one_pass_rows)
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
+        constexprs.update(sw=None, WEIGHTED=False)  # unweighted: the kernels compiled as without sample weights
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.em import FLOAT32_PRECISIONS, check_data, data_center
+from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center
 from kernels.full import config as full_config
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.one_pass import one_pass_statistics
@@ -52,24 +52,6 @@ class FitResult:
     dataflow: str
     precision: str
     graphed: bool  # the loop ran as a replayed CUDA graph
-
-
-def check_sample_weight(X: torch.Tensor, sample_weight):
-    """sample_weight as a float32 (N,) tensor on X's device (None stays None), after the checks scikit-learn's
-    _check_sample_weight makes: one finite weight >= 0 per row, not all zero."""
-    if sample_weight is None:
-        return None
-    w = torch.as_tensor(sample_weight, device=X.device)
-    if w.ndim != 1 or w.shape[0] != X.shape[0]:
-        raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got {tuple(w.shape)}")
-    w = w.to(torch.float32).contiguous()
-    if not bool(torch.isfinite(w).all()):
-        raise ValueError("sample_weight has non-finite entries")
-    if bool((w < 0).any()):
-        raise ValueError("sample_weight must be >= 0")
-    if not bool((w > 0).any()):
-        raise ValueError("sample_weight must have at least one positive entry")
-    return w
 
 
 def check_parameters(X, weights, means, precisions_cholesky, tied: bool = False) -> None:
@@ -127,7 +109,7 @@ class Workspace:
         self.L = torch.empty(N, dtype=torch.float32, device=X.device) if algorithm == "two_pass" else None
 
 
-def _estep(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg):
+def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg):
     """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step."""
     params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision)
     if algorithm == "one_pass":
@@ -144,7 +126,8 @@ def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precisio
     lls[i] <- ell at iteration i's incoming parameters; ok &= every Cholesky succeeded."""
     weights, means, cov, U = state
     for i in range(lls.shape[0]):
-        n, s, M2, ll = _estep(X, sample_weight, weights, means, U, ws, algorithm, dataflow, precision, cfg)
+        n, s, M2, ll = workspace_statistics(X, sample_weight, weights, means, U, ws, algorithm, dataflow, precision,
+                                            cfg)
         new = mstep_full(n, s, M2, ws.center64, reg_covar)
         for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
             buf.copy_(torch.where(new[4], value, buf))
@@ -169,7 +152,7 @@ def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=No
     ``center`` (s = sum g (x - c), M2 = sum g (x - c)(x - c)^T, g = w gamma), for callers with their own M-step."""
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
         X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
-    return (*_estep(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg), ws.center64)
+    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg), ws.center64)
 
 
 def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
@@ -180,7 +163,7 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
     positive definite."""
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
         X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
-    n, s, M2, ll = _estep(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg)
+    n, s, M2, ll = workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg)
     new_w, new_m, cov, new_U, ok = mstep_full(n, s, M2, ws.center64, reg_covar)
     if not bool(ok):
         raise ValueError(ILL_DEFINED_COVARIANCE)

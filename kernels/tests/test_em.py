@@ -155,6 +155,26 @@ def test_graphed_fit_checks_the_parameters_inside_the_graph():
     np.testing.assert_array_equal(as_np(graphed.means), kept)
 
 
+@pytest.mark.parametrize("algorithm", ["one_pass", "two_pass"])
+def test_integer_sample_weights_equal_duplicated_rows(algorithm):
+    """fit(sample_weight=counts) on X is the fit of X with each row repeated counts times (0: dropped), by both
+    algorithms: ell = sum_i w_i L_i and the weights normalized by sum_i w_i."""
+    from kernels.datasets import make_dataset
+
+    X = make_dataset(1023, 3, 5, seed=4).X
+    counts = np.random.default_rng(0).integers(0, 4, X.shape[0])
+    init = (torch.full((3,), 1 / 3), X[:3].double().clone(), torch.ones(3, 5))
+    weighted = kernels.fit(X, init, 3, sample_weight=torch.from_numpy(counts.astype(np.float32)), algorithm=algorithm)
+    repeated = kernels.fit(torch.from_numpy(np.repeat(X.numpy(), counts, axis=0)), init, 3, algorithm=algorithm)
+    assert weighted.kernel == algorithm  # weighted E-steps run on the Triton kernels
+    np.testing.assert_allclose(weighted.log_likelihoods.numpy(), repeated.log_likelihoods.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(weighted.weights.numpy(), repeated.weights.numpy(), atol=1e-6)
+    np.testing.assert_allclose(weighted.means.numpy(), repeated.means.numpy(), atol=1e-5)
+    np.testing.assert_allclose(weighted.variances.numpy(), repeated.variances.numpy(), rtol=1e-5)
+    with pytest.raises(ValueError, match=">= 0"):
+        kernels.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0]))
+
+
 def near_constant_feature_problem():
     """Two clusters in two features and a third feature that is 0 but in five rows (40.0): the first component
     holds none of those rows, so its variance there floors at reg_covar = 1e-6 (tau = 1e6). About the column

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
-from sklearn.datasets import load_digits, load_iris
+from sklearn.datasets import load_digits, load_iris, load_wine
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
@@ -28,6 +28,8 @@ from kernels.datasets import make_dataset
 from kernels import GaussianMixture
 from kernels import reference as ref
 from kernels.em import Float32RangeError
+from kernels import estep_full
+from kernels.estimator import COVARIANCE_TYPES
 from kernels.mstep import IllDefinedCovarianceError
 from kernels.tests.conftest import run_isolated
 
@@ -37,7 +39,7 @@ BACKENDS = ["cpu", "auto"]
 
 
 def _estimators():
-    return [GaussianMixture(covariance_type=ct, device=dev) for ct in ("diag", "spherical") for dev in BACKENDS]
+    return [GaussianMixture(covariance_type=ct, device=dev) for ct in COVARIANCE_TYPES for dev in BACKENDS]
 
 
 def _check_name(check):
@@ -159,7 +161,7 @@ def test_lower_bound_is_at_the_parameters_before_the_last_m_step():
     """scikit-learn's meaning: lower_bound_ after n iterations = mean log-likelihood
     at the parameters that n-1 iterations return (checked against the float64 oracle)."""
     X = make_dataset(1023, 7, 5, seed=6).X.double().numpy()
-    kw = dict(n_components=7, random_state=0, tol=0.0)
+    kw = dict(n_components=7, covariance_type="diag", random_state=0, tol=0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         five = GaussianMixture(max_iter=5, **kw).fit(X)
@@ -206,13 +208,13 @@ def test_warm_start_continues_the_fit(device):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
-@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_predictions_are_chunked_and_match_scikit_learn(device, covariance_type):
     """A budget of a few rows per block gives the same answers as scikit-learn's
     unchunked ones from the same parameters; shapes, normalization, bic/aic, sample."""
     X = make_dataset(1023, 7, 5, seed=9).X.double().numpy()
     ours, theirs = _pair(X, device, n_components=7, covariance_type=covariance_type, random_state=0, max_iter=100)
-    ours.max_device_bytes = 37 * (16 * 5 + 24 * 7)  # 37-row blocks
+    ours.max_device_bytes = 37 * estep_full.bytes_per_row("full", 7, 5)  # 37-row blocks for full
     for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
         setattr(theirs, name, getattr(ours, name))  # same parameters: compare the evaluation only
     proba = ours.predict_proba(X)
@@ -226,7 +228,8 @@ def test_predictions_are_chunked_and_match_scikit_learn(device, covariance_type)
     (xs, ys), (xt, yt) = ours.sample(500), theirs.sample(500)
     np.testing.assert_allclose(xs, xt, rtol=1e-12, atol=1e-12)
     assert (ys == yt).all()
-    assert ours.covariances_.shape == ((7, 5) if covariance_type == "diag" else (7,))
+    assert ours.covariances_.shape == dict(full=(7, 5, 5), tied=(5, 5), diag=(7, 5), spherical=(7,))[covariance_type]
+    assert ours._n_parameters() == theirs._n_parameters()
     assert (ours.fit_predict(X) == ours.predict(X)).all()  # refits (now streamed in 37-row chunks)
 
 
@@ -267,15 +270,18 @@ def test_failed_refit_leaves_the_fitted_model_unchanged():
     (dict(weights_init=[0.5, 0.6, -0.1]), "range"), (dict(weights_init=[0.3, 0.3, 0.3]), "normalized"),
     (dict(means_init=np.zeros((3, 4))), "shape"), (dict(precisions_init=np.zeros((3, 5))), "positive"),
     (dict(covariance_type="spherical", precisions_init=np.ones((3, 5))), "shape"),
+    (dict(covariance_type="full", precisions_init=np.ones((3, 5))), "shape"),
+    (dict(covariance_type="full", precisions_init=np.tile(np.diag([1.0, 1, 1, 1, -1]), (3, 1, 1))), "positive-definite"),
+    (dict(covariance_type="tied", precisions_init=np.triu(np.ones((5, 5)))), "symmetric"),
 ])
 def test_bad_initial_parameters_are_value_errors(params, message):
     X = make_dataset(1023, 3, 5, seed=11).X.numpy()
     with pytest.raises(ValueError, match=message):
-        GaussianMixture(**{"n_components": 3, **params}).fit(X)
+        GaussianMixture(**{"n_components": 3, "covariance_type": "diag", **params}).fit(X)
 
 
 BAD_PARAMETERS = dict(
-    n_components=0, covariance_type="full", tol=-1.0, reg_covar=float("nan"), max_iter=-1, n_init=0,
+    n_components=0, covariance_type="banded", tol=-1.0, reg_covar=float("nan"), max_iter=-1, n_init=0,
     init_params="kmeans+", weights_init="uniform", means_init="zeros", precisions_init="ones", random_state="seed",
     warm_start="yes", verbose=-1, verbose_interval=0, device="tpu", algorithm="three_pass", precision="bf16",
     max_device_bytes=0, init_backend="jax")
@@ -340,7 +346,7 @@ def _fits_from_other_draws(X, init_params, K, **kw):
     kw = {**dict(n_components=K, init_params=init_params, random_state=0, tol=1e-6, max_iter=500,
                  n_init=8 if init_params == "random" else 1), **kw}
     theirs = SkGaussianMixture(covariance_type="diag", **{k: v for k, v in kw.items() if k != "device"}).fit(X)
-    return GaussianMixture(init_backend="torch", **kw).fit(X), theirs
+    return GaussianMixture(covariance_type="diag", init_backend="torch", **kw).fit(X), theirs
 
 
 @pytest.mark.parametrize("device, init_params", [("cpu", "kmeans"), ("cpu", "k-means++"),
@@ -383,8 +389,8 @@ def test_torch_initial_parameters_are_the_m_step_of_their_responsibilities(init_
     torch initialization drew (k-means labels, seeds or rows: one-hot; random: normalized uniforms)."""
     X, _ = _separated(N=1023, K=3, d=4)
     X = X.astype(np.float64)  # float64 attributes: the checks below are at float64's rounding
-    gm = GaussianMixture(3, init_params=init_params, init_backend="torch", random_state=3, max_iter=0,
-                         device="cpu").fit(X)
+    gm = GaussianMixture(3, covariance_type="diag", init_params=init_params, init_backend="torch", random_state=3,
+                         max_iter=0, device="cpu").fit(X)
     assert gm.n_iter_ == 0 and gm.lower_bound_ == -np.inf
     assert (gm.covariances_ >= gm.reg_covar).all()
     if init_params in ("k-means++", "random_from_data"):  # one row per component: the means are rows of X
@@ -398,15 +404,15 @@ def test_torch_initial_parameters_are_the_m_step_of_their_responsibilities(init_
         labels = KMeans(3, n_init=1, random_state=0).fit(X).labels_
         want = sorted(X[labels == k].astype(np.float64).mean(0).tolist() for k in range(3))
         np.testing.assert_allclose(sorted(gm.means_.tolist()), want, rtol=1e-9, atol=1e-9)
-    again = GaussianMixture(3, init_params=init_params, init_backend="torch", random_state=3, max_iter=0,
-                            device="cpu").fit(X)
+    again = GaussianMixture(3, covariance_type="diag", init_params=init_params, init_backend="torch", random_state=3,
+                            max_iter=0, device="cpu").fit(X)
     np.testing.assert_array_equal(again.means_, gm.means_)  # reproducible from random_state
 
 
 def test_auto_initialization_is_scikit_learns_off_cuda():
     X = make_dataset(1023, 3, 5, seed=4).X.double().numpy()
     gm = GaussianMixture(3, random_state=0, max_iter=0).fit(X)
-    sk = SkGaussianMixture(3, covariance_type="diag", random_state=0, max_iter=0).fit(X)
+    sk = SkGaussianMixture(3, random_state=0, max_iter=0).fit(X)
     assert gm.init_backend_ == ("torch" if torch.cuda.is_available() else "sklearn")
     if not torch.cuda.is_available():
         np.testing.assert_allclose(gm.means_, sk.means_, rtol=1e-12)
@@ -524,7 +530,7 @@ ILL_DEFINED = "ill-defined empirical covariance"
 def _sklearn_error(X, **kw):
     """scikit-learn's ValueError on X, asserting it raises one."""
     with pytest.raises(ValueError) as error:
-        SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+        SkGaussianMixture(**{"covariance_type": "diag", **kw}).fit(X)
     return error.value
 
 
@@ -536,10 +542,10 @@ def test_iris_far_from_zero_fits_scikit_learns_model_of_iris(device, max_iter):
     float64 origin), so the fit is scikit-learn's on iris, shifted by 1e8 -- positive covariances at
     max_iter=0, the same iterations and lower bound after EM."""
     X = load_iris().data
-    kw = dict(n_components=3, random_state=0, max_iter=max_iter)
+    kw = dict(n_components=3, covariance_type="diag", random_state=0, max_iter=max_iter)
     assert ILL_DEFINED in str(_sklearn_error(X + 1e8, **kw))
     ours = GaussianMixture(device=device, **kw).fit(X + 1e8)
-    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    theirs = SkGaussianMixture(**kw).fit(X)
     assert (ours.covariances_ > 0).all()
     if max_iter > 0:
         assert (ours.predict(X + 1e8) == theirs.predict(X)).all()
@@ -565,10 +571,10 @@ def test_synthetic_offset_fits_the_unshifted_model(device, max_device_bytes):
     fit is scikit-learn's on the unshifted data, means moved by 1e6 (scikit-learn's own fit of the
     shifted data is off: it cancels |x|^2 ~ 1e12)."""
     X = make_dataset(1023, 4, 5, seed=21).X.double().numpy()
-    kw = dict(n_components=4, random_state=0, tol=1e-4)
+    kw = dict(n_components=4, covariance_type="diag", random_state=0, tol=1e-4)
     ours = GaussianMixture(device=device, max_device_bytes=max_device_bytes, **kw).fit(X + 1e6)
     assert (ours.rows_per_chunk_ is not None) == (max_device_bytes is not None or device == "cpu")
-    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    theirs = SkGaussianMixture(**kw).fit(X)
     wt, mt, ct, lt = _tolerances(device)
     assert ours.n_iter_ == theirs.n_iter_
     np.testing.assert_allclose(ours.means_ - 1e6, theirs.means_, atol=max(mt, 1e-8), rtol=0)
@@ -590,8 +596,8 @@ def test_huge_scale_is_scikit_learns_model_or_a_float32_range_error(device):
     spread (~1e40) overflows float32, which is a Float32RangeError (a ValueError) naming the remedies,
     never a NaN model."""
     X = load_iris().data * 1e20
-    kw = dict(n_components=3, random_state=0)
-    theirs = SkGaussianMixture(covariance_type="diag", **kw).fit(X)
+    kw = dict(n_components=3, covariance_type="diag", random_state=0)
+    theirs = SkGaussianMixture(**kw).fit(X)
     if device == "cpu":
         ours = GaussianMixture(device=device, **kw).fit(X)
         assert ours.n_iter_ == theirs.n_iter_ and ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-11)
@@ -629,7 +635,7 @@ def _collapsed(dtype):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_collapsed_feature_at_initialization_is_scikit_learns_error(device, dtype):
     X = _collapsed(dtype)
-    kw = dict(n_components=3, random_state=0, reg_covar=0.0)
+    kw = dict(n_components=3, covariance_type="diag", random_state=0, reg_covar=0.0)
     want = str(_sklearn_error(X, **kw))
     gm = GaussianMixture(device=device, **kw)
     with pytest.raises(IllDefinedCovarianceError) as error:
@@ -643,7 +649,7 @@ def test_collapse_in_an_m_step_is_scikit_learns_error(device):
     """Initial parameters given (no pass over X), so the first M-step is where the zero variance appears:
     scikit-learn raises there, and so does every backend (the kernels through the M-step's failure code)."""
     X = _collapsed(np.float64)
-    kw = dict(n_components=3, reg_covar=0.0, weights_init=np.full(3, 1 / 3), means_init=X[[0, 1, 2]],
+    kw = dict(n_components=3, covariance_type="diag", reg_covar=0.0, weights_init=np.full(3, 1 / 3), means_init=X[[0, 1, 2]],
               precisions_init=np.ones((3, 2)))
     want = str(_sklearn_error(X, **kw))
     with pytest.raises(IllDefinedCovarianceError) as error:
@@ -663,11 +669,151 @@ def test_fitted_attributes_take_the_dtype_of_x(device, dtype):
         np.testing.assert_allclose(ours.means_, theirs.means_, atol=1e-4)
 
 
+def _real(name, standardized):
+    X = (load_iris if name == "iris" else load_wine)().data
+    return (X - X.mean(0)) / X.std(0) if standardized else X
+
+
+def _assert_same_fit_scaled(ours, theirs, device):
+    """_assert_same_fit with tolerances relative to each attribute's largest entry (wine's features span 0.1 to
+    1700): float64 rounding on the fallback, float32 statistics on the kernels."""
+    rel, lt = (1e-9, 1e-10) if device == "cpu" else (2e-4, 1e-5)
+    assert ours.n_iter_ == theirs.n_iter_ and ours.converged_ == theirs.converged_
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=0, atol=rel * np.abs(b).max(), err_msg=name)
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=lt)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+@pytest.mark.parametrize("name, standardized", [("iris", False), ("wine", False), ("wine", True)])
+def test_real_datasets_agree_with_scikit_learn_for_every_covariance_type(device, covariance_type, name,
+                                                                         standardized):
+    """iris and wine (raw and standardized), k-means init from the same seed (scikit-learn's draws), to
+    convergence: the same iterations, parameters, labels, lower bound and bic as scikit-learn's."""
+    X = _real(name, standardized)
+    kw = dict(n_components=3, covariance_type=covariance_type, random_state=0)
+    ours = GaussianMixture(device=device, init_backend="sklearn", **kw).fit(X)
+    theirs = SkGaussianMixture(**kw).fit(X)
+    _assert_same_fit_scaled(ours, theirs, device)
+    assert (ours.predict(X) == theirs.predict(X)).all()
+    assert ours.bic(X) == pytest.approx(theirs.bic(X), rel=1e-9 if device == "cpu" else 1e-5)
+
+
+def test_the_default_is_scikit_learns_full_covariance():
+    """GaussianMixture(3).fit(iris) is scikit-learn's model of iris (full covariances: lower bound -1.20)."""
+    X = load_iris().data
+    ours, theirs = GaussianMixture(3, random_state=0).fit(X), SkGaussianMixture(3, random_state=0).fit(X)
+    assert ours.covariance_type == theirs.covariance_type == "full" and ours.covariances_.shape == (3, 4, 4)
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-5) and ours.lower_bound_ > -1.3
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied"])
+@pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
+def test_full_and_tied_initialization_is_scikit_learns(covariance_type, init_params):
+    """max_iter=0: scikit-learn's initial parameters, tied's one-row starts included (whose covariance is its
+    X^T X over every row, about zero: reproduced about the column mean by exact algebra)."""
+    X = make_dataset(1023, 3, 5, seed=4).X.double().numpy() + 2.0
+    kw = dict(n_components=3, covariance_type=covariance_type, init_params=init_params, random_state=7, max_iter=0)
+    ours, theirs = GaussianMixture(device="cpu", **kw).fit(X), SkGaussianMixture(**kw).fit(X)
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * np.abs(b).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied"])
+def test_full_and_tied_user_precisions_are_scikit_learns(covariance_type):
+    """precisions_init (full: (K, d, d), tied: (d, d)) with weights and means: the same fit as scikit-learn's."""
+    X = make_dataset(1023, 3, 4, seed=5).X.double().numpy()
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(3, 4, 4))
+    P = A @ A.transpose(0, 2, 1) + 4 * np.eye(4)
+    kw = dict(n_components=3, covariance_type=covariance_type, weights_init=[0.2, 0.3, 0.5],
+              means_init=X[rng.choice(1023, 3, replace=False)], precisions_init=P if covariance_type == "full" else P[0],
+              max_iter=5, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours, theirs = GaussianMixture(device="cpu", **kw).fit(X), SkGaussianMixture(**kw).fit(X)
+    _assert_same_fit_scaled(ours, theirs, "cpu")
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", ["full", "tied"])
+def test_collapsed_feature_is_scikit_learns_error_for_full_and_tied(device, covariance_type):
+    """A feature that is 0 in every row with reg_covar = 0: a singular covariance, whose Cholesky fails at the
+    initialization -- scikit-learn's ValueError, not a NaN model."""
+    X = _collapsed(np.float64)
+    kw = dict(n_components=3, covariance_type=covariance_type, random_state=0, reg_covar=0.0)
+    want = str(_sklearn_error(X, **kw))
+    with pytest.raises(IllDefinedCovarianceError) as error:
+        GaussianMixture(device=device, **kw).fit(X)
+    assert str(error.value) == want
+
+
+def _weighted_pair(covariance_type, device, X, sample_weight, X_same, **extra):
+    """Fits of (X, sample_weight) and of X_same (no weights) from the same initial parameters (no draws)."""
+    start = GaussianMixture(3, covariance_type=covariance_type, random_state=0, max_iter=0, device="cpu").fit(X_same)
+    kw = dict(n_components=3, covariance_type=covariance_type, device=device, tol=0.0, max_iter=4,
+              weights_init=start.weights_, means_init=start.means_, precisions_init=start.precisions_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return (GaussianMixture(**kw, **extra).fit(X, sample_weight=sample_weight),
+                GaussianMixture(**kw).fit(X_same))
+
+
+def _assert_same_model(a, b, device):
+    rel = 1e-10 if device == "cpu" else 2e-5
+    for name in ("weights_", "means_", "covariances_"):
+        x, y = getattr(a, name), getattr(b, name)
+        np.testing.assert_allclose(x, y, rtol=0, atol=rel * np.abs(y).max(), err_msg=name)
+    np.testing.assert_allclose(a.lower_bounds_, b.lower_bounds_, rtol=rel)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_integer_sample_weights_equal_duplicated_rows_and_zeros_dropped_ones(device, covariance_type):
+    """Weights in {0, 1, 2, 3}: the fit of X with each row repeated that many times (0: the row dropped);
+    lower_bound_ is the weighted mean, sum_i w_i log p(x_i) / sum_i w_i."""
+    X = make_dataset(1023, 3, 5, seed=24).X.double().numpy()
+    counts = np.random.default_rng(0).integers(0, 4, X.shape[0])
+    weighted, repeated = _weighted_pair(covariance_type, device, X, counts, np.repeat(X, counts, axis=0))
+    _assert_same_model(weighted, repeated, device)
+    assert weighted.score(X, sample_weight=counts) == pytest.approx(weighted.score(np.repeat(X, counts, axis=0)),
+                                                                   rel=1e-12)  # score weighs as fit does
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_streamed_weighted_fit_is_the_in_memory_one(device, covariance_type):
+    """max_device_bytes of a few rows: the weights go chunk by chunk beside X, the fit is the one of the rows
+    kept (zero weights dropped), scaled weights (x 0.37) give the same model."""
+    X = make_dataset(1023, 3, 5, seed=25).X.double().numpy()
+    keep = np.random.default_rng(1).uniform(size=X.shape[0]) < 0.6
+    streamed, dropped = _weighted_pair(covariance_type, device, X, 0.37 * keep, X[keep], max_device_bytes=100 * 48)
+    assert streamed.rows_per_chunk_ is not None
+    _assert_same_model(streamed, dropped, device)
+
+
+@pytest.mark.parametrize("sample_weight, message", [
+    (-np.ones(20), "Negative"), (np.ones(19), "expected"), (np.zeros(20), "zero"),
+    (np.r_[np.ones(2), np.zeros(18)], "positive sample_weight >= n_components"),
+    (np.r_[np.nan, np.ones(19)], "NaN"),
+])
+def test_bad_sample_weights_are_value_errors(sample_weight, message):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    gm = GaussianMixture(3)
+    with pytest.raises(ValueError, match=message):
+        gm.fit(X, sample_weight=sample_weight)
+    assert not hasattr(gm, "weights_")
+
+
 def test_fp64_precision_fits_as_the_float64_fallback():
     """precision="fp64" (issue 20): the kernels' float64 E-step follows the float64 torch fallback (device="cpu")
     from the same initialization, where the float32 kernels agree only to float32's digits."""
     X = make_dataset(1023, 4, 5, seed=3).X.numpy()
-    kw = dict(n_components=4, random_state=0, max_iter=5, tol=0.0, init_backend="sklearn")
+    kw = dict(n_components=4, covariance_type="diag", random_state=0, max_iter=5, tol=0.0, init_backend="sklearn")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fp64 = GaussianMixture(precision="fp64", **kw).fit(X)

@@ -21,8 +21,8 @@ import math
 import torch
 
 from kernels.dispatch import launch_config
-from kernels.em import FLOAT32_PRECISIONS, check_data, data_center, resolve_algorithm
-from kernels.full.em import FitResult, StepResult, check_parameters, check_sample_weight
+from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center, resolve_algorithm
+from kernels.full.em import FitResult, StepResult, check_parameters
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
 from kernels.lift import SENTINEL
@@ -70,17 +70,20 @@ def mstep_tied(n, s, scatter64, center64, reg_covar: float):
 
 
 class Workspace:
-    def __init__(self, X, K, algorithm, center64, sample_weight):
+    """Padded sizes, the center, Algorithm 3's L and (``scatter``) the weighted scatter of X about the center;
+    a caller summing the scatter over chunks itself (kernels/estep_full.py) passes ``scatter=False``."""
+
+    def __init__(self, X, K, algorithm, center64, sample_weight, scatter: bool = True):
         self.K, self.d = K, X.shape[1]
         self.k_pad, self.d_pad = padded_sizes(K, self.d)
         self.center64 = center64
         self.center = torch.zeros(self.d_pad, dtype=torch.float32, device=X.device)
         self.center[: self.d] = center64
-        self.scatter64 = centered_scatter(X, sample_weight, center64)
+        self.scatter64 = centered_scatter(X, sample_weight, center64) if scatter else None
         self.L = torch.empty(X.shape[0], dtype=torch.float32, device=X.device) if algorithm == "two_pass" else None
 
 
-def _estep(X, sample_weight, weights, means, U, ws: Workspace, algorithm, precision, cfg):
+def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, algorithm, precision, cfg):
     """(n (K,), s (K, d) about ws.center64, ell) in float64."""
     params = tied_parameters(weights, means, U, ws.center64, ws.k_pad, ws.d_pad, precision)
     if algorithm == "one_pass":
@@ -93,7 +96,7 @@ def _estep(X, sample_weight, weights, means, U, ws: Workspace, algorithm, precis
 def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, precision, reg_covar, cfg) -> None:
     weights, means, cov, U = state
     for i in range(lls.shape[0]):
-        n, s, ll = _estep(X, sample_weight, weights, means, U, ws, algorithm, precision, cfg)
+        n, s, ll = workspace_statistics(X, sample_weight, weights, means, U, ws, algorithm, precision, cfg)
         new = mstep_tied(n, s, ws.scatter64, ws.center64, reg_covar)
         for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
             buf.copy_(torch.where(new[4], value, buf))
@@ -120,7 +123,7 @@ def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=No
     """(n (K,), s (K, d), ell, center (d,)) in float64, s = sum_i w_i gamma_ik (x_i - c)."""
     weights, means, U, sw, algorithm, cfg, ws = _prepared(X, (weights, means, precisions_cholesky), sample_weight,
                                                           algorithm, precision, center, config)
-    return (*_estep(X, sw, weights, means, U, ws, algorithm, precision, cfg), ws.center64)
+    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, precision, cfg), ws.center64)
 
 
 def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
@@ -129,7 +132,7 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
     in the result is "whitened"."""
     weights, means, U, sw, algorithm, cfg, ws = _prepared(X, (weights, means, precisions_cholesky), sample_weight,
                                                           algorithm, precision, center, config)
-    n, s, ll = _estep(X, sw, weights, means, U, ws, algorithm, precision, cfg)
+    n, s, ll = workspace_statistics(X, sw, weights, means, U, ws, algorithm, precision, cfg)
     new_w, new_m, cov, new_U, ok = mstep_tied(n, s, ws.scatter64, ws.center64, reg_covar)
     if not bool(ok):
         raise ValueError(ILL_DEFINED_COVARIANCE)
