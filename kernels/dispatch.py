@@ -111,20 +111,25 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
 
 
 def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tiles for precision fp64, NOT YET MEASURED on the H200 -- chosen from the sm_90 offline compile
-    (harness.studies.resources --precision fp64, Triton 3.6) as the largest tiles without spills: float64
-    doubles the registers of every operand and accumulator, and the products are mma.sync (DMMA), not
-    wgmma, so no warp-specialized kernel. Algorithm 2: 32 rows in 4 warps and 2 stages up to
-    K_pad * d_pad = 1024 (154-206 registers); 32 rows in 8 warps at K_pad >= 128 (232 at (128, 32)); else 16
-    rows, 1 stage (spill-free at d_pad >= 64; at (64, 32) every tile tried spilled, 176 B at best). Algorithm
-    3 at d_pad <= 32: pass 2 as tf32x3's (64 x 32 tiles, 198 registers), pass 1 at 128 rows x 32 components
-    in 8 warps (128). sum_tiles = 0: float64 running sums need no bound (kernels.lift.accumulate_statistics)."""
+    """Tiles for precision fp64: float64 doubles the registers of every operand and accumulator, and the
+    products are mma.sync (DMMA), not wgmma, so no warp-specialized kernel. Measured on the H200 at 621461b
+    (kernel_measure/fp64_tiles_one_pass_2026-12-01_621461b.csv, 10-iteration graphed fits; the sm_90 offline
+    compile's spill-free tiles were the starting points): Algorithm 2 up to K_pad * d_pad = 1024 at 64 rows,
+    4 warps, 2 stages (20M_32_32 14.0 -> 8.6 ms, 4M_32_32 2.90 -> 1.77, 4M_64_16 2.24 -> 2.04, against 32
+    rows); at K_pad >= 128, 64 rows in 8 warps and 3 stages (1M_128_32 1.62 -> 1.51); at d_pad >= 128, 32 rows,
+    4 warps, 3 stages (4M_16_128 6.16 -> 4.91); else 16 rows, 1 stage (not measured: at (64, 32) every tile
+    the offline compile tried spilled, 176 B at best). Algorithm 3 at d_pad <= 32: pass 2 at 64 x 32 tiles,
+    pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of five at
+    1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
+    (kernels.lift.accumulate_statistics)."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         if k_pad * d_pad <= 1024:
-            return LaunchConfig(block_n=32, num_warps=4, num_stages=2, sum_tiles=0)
+            return LaunchConfig(block_n=64, num_warps=4, num_stages=2, sum_tiles=0)
         if k_pad >= 128:
-            return LaunchConfig(block_n=32, num_warps=8, num_stages=1, sum_tiles=0)
+            return LaunchConfig(block_n=64, num_warps=8, num_stages=3, sum_tiles=0)
+        if d_pad >= 128:
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=3, sum_tiles=0)
         return LaunchConfig(block_n=16, num_warps=4, num_stages=1, sum_tiles=0)
     if d_pad <= 32:
         return LaunchConfig(block_n=64, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,

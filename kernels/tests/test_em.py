@@ -220,14 +220,19 @@ def test_fp64_follows_float64_em_where_the_float32_lift_cannot(algorithm):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_fp64_takes_float64_x(algorithm):
     """float64 X under fp64 is read as it is: float32 X (converted in registers) and the same values in
-    float64 give the same fit, to the bit; the other precisions refuse float64 X."""
+    float64 give the same fit (to the bit in the interpreter; on a GPU the programs' float64 atomic commits land in
+    any order, so to float64 rounding: the H200 at 621461b differed in the last bits); the other precisions refuse
+    float64 X."""
     X, w, m, v = problem(1023, 7, 5, seed=1)
     a = kernels.fit(X, (w, m, v), 3, algorithm=algorithm, precision="fp64")
     b = kernels.fit(X.double(), (w, m, v), 3, algorithm=algorithm, precision="fp64")
     assert a.precision == b.precision == "fp64"
     for x, y in zip((a.weights, a.means, a.variances, a.log_likelihoods), (b.weights, b.means, b.variances,
                                                                             b.log_likelihoods)):
-        assert torch.equal(x, y)
+        if X.is_cuda:
+            torch.testing.assert_close(x, y, rtol=1e-13, atol=0)
+        else:
+            assert torch.equal(x, y)
     with pytest.raises(TypeError, match="precision='fp64'"):
         kernels.fit(X.double(), (w, m, v), 1, precision="ieee")
 
