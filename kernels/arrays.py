@@ -26,11 +26,14 @@ def device_tensor(X):
         return X.detach()
     if isinstance(X, np.ndarray):
         return None
-    if hasattr(X, "__cuda_array_interface__"):
-        return torch.as_tensor(X, device="cuda")
+    # DLPack first: torch.as_tensor on an array that also has __cuda_array_interface__ (a JAX CUDA array) goes
+    # through its DLPack 1.x capsule and raised torch 2.11's read-only TypeError on the H200 (2026-12-01)
     if hasattr(X, "__dlpack__") and hasattr(X, "__dlpack_device__"):
         if int(X.__dlpack_device__()[0]) != DLPACK_CPU:
             return tensor_from_dlpack(X)
+        return None
+    if hasattr(X, "__cuda_array_interface__"):
+        return torch.as_tensor(X, device="cuda")
     return None
 
 

@@ -849,8 +849,10 @@ class _FitData:
                                             if self.covariance_type == "tied" else None)
         m = m + self.origin
         ok = ok & torch.isfinite(w).all() & torch.isfinite(m).all()
-        ll, ok = torch.stack([st.ll, ok.double()]).tolist()  # one host read
-        if not np.isfinite(ll) and self.backend == "triton":  # the float32 kernels left float32's range
+        sums = [st.n, st.s] + ([] if st.M2 is None else [st.M2])
+        finite = torch.stack([torch.isfinite(t).all() for t in sums]).all()
+        ll, ok, finite = torch.stack([st.ll, ok.double(), finite.double()]).tolist()  # one host read
+        if not (np.isfinite(ll) and finite) and self.backend == "triton":  # the float32 kernels left float32's range
             raise Float32RangeError()
         if not (ok and np.isfinite(ll)):
             raise IllDefinedCovarianceError()

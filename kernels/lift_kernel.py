@@ -20,7 +20,9 @@ import triton.language as tl
 from kernels.lift import SENTINEL
 
 
-@triton.jit
+# d is not specialized: at d = 1 Triton would pass it as the constant 1, a Python int with no .to (the H200's
+# check_fit2d_1feature, 2026-12-01)
+@triton.jit(do_not_specialize=["d"])
 def _lift_kernel(
     weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
     W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD), b (K_PAD,) f32 or f64 (fp64); cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64

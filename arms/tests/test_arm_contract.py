@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from kernels.records import to_numpy
@@ -28,6 +29,7 @@ ARM_FILES = sorted((CONF / "arm").glob("*.yaml"))
 NOT_WRITTEN_YET = {"turbo_gmm", "flash_gmm", "flash_gmm_bf16", "cuvs"}  # fused arms land in later issues
 MEMORY_SOURCES = {"torch", "jax", "rss", "arm"}
 N, K_GEN, K, D, N_ITER = 1023, 2, 7, 5, 3
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # where harness.worker puts X
 
 
 def test_arm_configs_exist():
@@ -50,7 +52,7 @@ def test_arm_contract(path):
         pytest.skip(f"{path.stem} unavailable here: {reason}")
 
     reg_covar = yaml.safe_load((CONF / "config.yaml").read_text())["reg_covar"]
-    X = make_dataset(N, K_GEN, D, seed=0).X
+    X = make_dataset(N, K_GEN, D, seed=0, device=DEVICE).X
     init = shared_init(X, K, seed=0)
     opts = dict(cfg.get("options") or {}, reg_covar=reg_covar, numerics=cfg["numerics"])
     run = arm.prepare(X, init, N_ITER, opts)
@@ -66,7 +68,7 @@ def test_arm_contract(path):
     else:
         assert w.shape == (K,) and np.isfinite(w).all() and (w >= 0).all()
         assert abs(w.sum() - 1.0) <= 1e-4
-    Xn = X.numpy()
+    Xn = X.cpu().numpy()
     ll_init = reference.mean_log_likelihood(Xn, init.weights, init.means, init.variances)
     assert reference.mean_log_likelihood(Xn, w, m, v) >= ll_init
     for a, b in zip((first.means, first.variances), (second.means, second.variances)):
@@ -81,10 +83,10 @@ def test_turbo_gmm_fp64_arm_runs_float64_em():
     arm = importlib.import_module(cfg["module"])
     if reason := arm.available():
         pytest.skip(reason)
-    X = make_dataset(N, K_GEN, D, seed=0).X
+    X = make_dataset(N, K_GEN, D, seed=0, device=DEVICE).X
     init = shared_init(X, K, seed=0)
     fit = arm.prepare(X, init, N_ITER, dict(cfg["options"], reg_covar=1e-6, numerics=cfg["numerics"]))()
     assert fit.info["precision"] == "fp64"
-    (w, m, v), _ = reference.em(X.numpy(), init.weights, init.means, init.variances, N_ITER)
+    (w, m, v), _ = reference.em(X.cpu().numpy(), init.weights, init.means, init.variances, N_ITER)
     for got, want in zip((fit.weights, fit.means, fit.variances), (w, m, v)):
         np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10, atol=1e-10 * np.abs(want).max())

@@ -17,6 +17,7 @@ from kernels.datasets import make_dataset, shared_init
 from kernels.records import to_numpy
 
 FULL_ARMS = ["turbo_gmm", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 N, K_GEN, K, D, N_ITER, REG_COVAR = 1023, 3, 4, 5, 10, 1e-6
 LL_RTOL, WEIGHTS_ATOL, MEANS_ATOL, COV_RTOL = 1e-4, 1e-4, 1e-3, 1e-3
 ARM_OPTIONS = {"turbo_gmm": {"algorithm": "auto", "precision": "tf32x3"}}
@@ -26,18 +27,18 @@ ARM_OPTIONS = {"turbo_gmm": {"algorithm": "auto", "precision": "tf32x3"}}
 def problem():
     X = make_dataset(N, K_GEN, D, seed=0).X
     turn = torch.tensor(np.eye(D) + 0.6 * np.random.default_rng(7).normal(size=(D, D)))
-    X = (X.double() @ turn).float().contiguous()
+    X = (X.double() @ turn).float().contiguous().to(DEVICE)  # where harness.worker puts X
     return X, shared_init(X, K, seed=0, covariance_type="full")
 
 
 def reference(X, init, n_iter, reg_covar):
-    (w, m, c, _), _ = reference_full.em_full(X.double().numpy(), init.weights, init.means,
+    (w, m, c, _), _ = reference_full.em_full(X.double().cpu().numpy(), init.weights, init.means,
                                              reference_full.precisions_cholesky(init.covariances), n_iter, reg_covar)
     return w, m, c
 
 
 def mean_ll(X, w, m, c) -> float:
-    S = reference_full.log_prob_full(X.double().numpy(), w, m, reference_full.precisions_cholesky(c))
+    S = reference_full.log_prob_full(X.double().cpu().numpy(), w, m, reference_full.precisions_cholesky(c))
     top = S.max(1, keepdims=True)
     return float((top[:, 0] + np.log(np.exp(S - top).sum(1))).mean())
 
@@ -57,7 +58,7 @@ def mismatches(got, want) -> list[str]:
 
 def test_the_shared_full_init_is_the_datas_covariance_with_the_diagonal_inits_variances(problem):
     X, init = problem
-    np.testing.assert_allclose(init.covariances[0], np.cov(X.double().numpy().T, bias=True), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(init.covariances[0], np.cov(X.double().cpu().numpy().T, bias=True), rtol=1e-6, atol=1e-7)
     assert (init.covariances == init.covariances[0]).all() and init.covariances.shape == (K, D, D)
     np.testing.assert_array_equal(np.diagonal(init.covariances, axis1=1, axis2=2), init.variances)
     diag = shared_init(X, K, seed=0)

@@ -96,4 +96,4 @@ def test_jax_arrays_are_viewed_without_a_copy(torch_refusing_read_only):
     X = jnp.arange(12.0, dtype=jnp.float32).reshape(4, 3)
     t = tensor_from_dlpack(X)
     assert t.data_ptr() == X.unsafe_buffer_pointer()
-    np.testing.assert_array_equal(t.numpy(), np.asarray(X))
+    np.testing.assert_array_equal(t.cpu().numpy(), np.asarray(X))

@@ -161,18 +161,20 @@ def test_integer_sample_weights_equal_duplicated_rows(algorithm):
     algorithms: ell = sum_i w_i L_i and the weights normalized by sum_i w_i."""
     from kernels.datasets import make_dataset
 
-    X = make_dataset(1023, 3, 5, seed=4).X
+    X = make_dataset(1023, 3, 5, seed=4, device=DEVICE).X
     counts = np.random.default_rng(0).integers(0, 4, X.shape[0])
-    init = (torch.full((3,), 1 / 3), X[:3].double().clone(), torch.ones(3, 5))
-    weighted = kernels.fit(X, init, 3, sample_weight=torch.from_numpy(counts.astype(np.float32)), algorithm=algorithm)
-    repeated = kernels.fit(torch.from_numpy(np.repeat(X.numpy(), counts, axis=0)), init, 3, algorithm=algorithm)
+    init = (torch.full((3,), 1 / 3), X[:3].double().cpu().clone(), torch.ones(3, 5))
+    weighted = kernels.fit(X, init, 3, sample_weight=torch.as_tensor(counts.astype(np.float32), device=DEVICE),
+                           algorithm=algorithm)
+    repeated = kernels.fit(torch.as_tensor(np.repeat(X.cpu().numpy(), counts, axis=0), device=DEVICE), init, 3,
+                           algorithm=algorithm)
     assert weighted.kernel == algorithm  # weighted E-steps run on the Triton kernels
-    np.testing.assert_allclose(weighted.log_likelihoods.numpy(), repeated.log_likelihoods.numpy(), rtol=1e-6)
-    np.testing.assert_allclose(weighted.weights.numpy(), repeated.weights.numpy(), atol=1e-6)
-    np.testing.assert_allclose(weighted.means.numpy(), repeated.means.numpy(), atol=1e-5)
-    np.testing.assert_allclose(weighted.variances.numpy(), repeated.variances.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(weighted.log_likelihoods.cpu().numpy(), repeated.log_likelihoods.cpu().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(weighted.weights.cpu().numpy(), repeated.weights.cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(weighted.means.cpu().numpy(), repeated.means.cpu().numpy(), atol=1e-5)
+    np.testing.assert_allclose(weighted.variances.cpu().numpy(), repeated.variances.cpu().numpy(), rtol=1e-5)
     with pytest.raises(ValueError, match=">= 0"):
-        kernels.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0]))
+        kernels.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0], device=DEVICE))
 
 
 def near_constant_feature_problem():

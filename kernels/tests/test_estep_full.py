@@ -6,6 +6,7 @@ import torch
 
 from kernels import reference_full as rf
 from kernels.estep_full import BlockStatistics, centered_moments, log_responsibilities
+from kernels.tests.conftest import DEVICE
 from kernels.tests.test_full import full_problem, mp_statistics
 
 BACKENDS = ["torch", "triton"]
@@ -16,8 +17,19 @@ def _t(*arrays):
     return [torch.as_tensor(np.asarray(a, np.float64)) for a in arrays]
 
 
+def _on(backend, a):
+    """An array as a tensor where the backend reads it: the kernels' device for "triton" (CUDA on a GPU), the
+    host for the float64 torch ops."""
+    return torch.as_tensor(a, device=DEVICE if backend == "triton" else "cpu")
+
+
+def _tb(backend, *arrays):
+    return [_on(backend, t) for t in _t(*arrays)]
+
+
 def _close(got, want, rel, name):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    got = got.detach().cpu().double().numpy() if isinstance(got, torch.Tensor) else np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
     err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-300)
     assert err <= rel, f"{name}: {err:.3g} > {rel:.3g}"
 
@@ -32,8 +44,8 @@ def test_weighted_full_statistics_match_mpmath(backend):
     sw = np.random.default_rng(3).uniform(0.0, 3.0, 11).astype(np.float32)
     c = X.astype(np.float64).mean(0)
     rn, rs, rM2, rll = mp_statistics(X, w, m, U, sw)
-    block = BlockStatistics("full", 3, 3, torch.as_tensor(c), backend)
-    st = block(torch.from_numpy(X), *_t(w, m, U), torch.from_numpy(sw))
+    block = BlockStatistics("full", 3, 3, _on(backend, c), backend)
+    st = block(_on(backend, X), *_tb(backend, w, m, U), _on(backend, sw))
     want_s = rs - rn[:, None] * c
     want_M2 = rM2 - rs[:, :, None] * c - c[:, None] * rs[:, None, :] + rn[:, None, None] * np.outer(c, c)
     tol = TOLERANCE[backend]
@@ -49,12 +61,12 @@ def test_tied_statistics_are_full_ones_with_a_shared_factor(backend):
     X, w, m, U = full_problem(301, 4, 5, seed=8)
     sw = np.random.default_rng(4).integers(0, 3, 301).astype(np.float32)
     c = X.astype(np.float64).mean(0)
-    block = BlockStatistics("tied", 4, 5, torch.as_tensor(c), backend)
-    st = block(torch.from_numpy(X), *_t(w, m, U[0]), torch.from_numpy(sw))
+    block = BlockStatistics("tied", 4, 5, _on(backend, c), backend)
+    st = block(_on(backend, X), *_tb(backend, w, m, U[0]), _on(backend, sw))
     rn, rs, rll = rf.estep_tied(X, w, m, U[0], sw)
     assert st.M2 is None
     _close(st.n, rn, TOLERANCE[backend], "n")
-    _close(st.s + st.n[:, None] * torch.as_tensor(c), rs, TOLERANCE[backend], "s")
+    _close(st.s + st.n[:, None] * _on(backend, c), rs, TOLERANCE[backend], "s")
     assert float(st.ll) == pytest.approx(rll, rel=TOLERANCE[backend])
 
 
@@ -62,13 +74,13 @@ def test_tied_statistics_are_full_ones_with_a_shared_factor(backend):
 def test_block_sums_are_the_statistics_of_all_rows(backend):
     """Blocks of 100, 100 and 23 rows summed equal one call on the 223 rows (what streaming relies on)."""
     X, w, m, U = full_problem(223, 3, 4, seed=9)
-    c = torch.as_tensor(X.astype(np.float64).mean(0))
-    params = _t(w, m, U)
+    c = _on(backend, X.astype(np.float64).mean(0))
+    params = _tb(backend, w, m, U)
     block = BlockStatistics("full", 3, 4, c, backend)
-    whole = block(torch.from_numpy(X), *params)
+    whole = block(_on(backend, X), *params)
     total = None
     for r0 in (0, 100, 200):
-        part = block(torch.from_numpy(np.ascontiguousarray(X[r0 : r0 + 100])), *params)
+        part = block(_on(backend, np.ascontiguousarray(X[r0 : r0 + 100])), *params)
         total = part if total is None else total.__iadd__(part)
     for name in ("n", "s", "M2", "ll"):
         _close(getattr(total, name), getattr(whole, name), TOLERANCE[backend], name)

@@ -614,7 +614,7 @@ HUGE_SCALE_FIT = """
 from sklearn.datasets import load_iris
 from kernels import GaussianMixture
 from kernels.em import Float32RangeError
-gm = GaussianMixture(device="auto", n_components=3, random_state=0)
+gm = GaussianMixture(device="auto", n_components=3, covariance_type="diag", random_state=0)
 try:
     gm.fit(load_iris().data * 1e20)
 except Float32RangeError as error:
