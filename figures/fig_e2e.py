@@ -20,19 +20,16 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from figures import csv_to_figure_cli, save  # noqa: E402
-from figures.table1 import shape_label, sorted_rows  # noqa: E402
+from figures.table1 import shape_arm_grid, shape_label  # noqa: E402
 from figures.table_e2e import PHASES, number  # noqa: E402
-from harness.results import arm_order, read_csv  # noqa: E402
+from harness.results import read_csv  # noqa: E402
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     rows = [r for r in read_csv(csv_path) if not r["status"].startswith("unavailable")]
     if not rows:
         raise ValueError(f"{csv_path} has no e2e cell that ran")
-    shapes = list(dict.fromkeys(r["shape"] for r in sorted_rows(rows)))
-    rank = {a: i for i, a in enumerate(arm_order())}
-    arms = sorted({r["arm"] for r in rows}, key=lambda a: (rank.get(a, len(rank)), a))
-    cell = {(r["shape"], r["arm"]): r for r in rows}
+    shapes, arms, cell = shape_arm_grid(rows)
     colors = plt.get_cmap("tab10")
     fig, (ax, ax_split) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [2.2, 1]})
     width = 0.8 / len(arms)

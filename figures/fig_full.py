@@ -19,9 +19,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from figures import csv_to_figure_cli, save  # noqa: E402
-from figures.table1 import ms_per_iter, shape_label, sorted_rows  # noqa: E402
+from figures.table1 import ms_per_iter, shape_arm_grid, shape_label  # noqa: E402
 from figures.table_full import roofline_ms  # noqa: E402
-from harness.results import arm_order, read_csv  # noqa: E402
+from harness.results import read_csv  # noqa: E402
 
 LEFT_OUT = ("unavailable", "unsupported")
 
@@ -30,10 +30,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     rows = [r for r in read_csv(csv_path) if not r["status"].startswith(LEFT_OUT)]
     if not rows:
         raise ValueError(f"{csv_path} has no full-covariance cell that ran")
-    shapes = list(dict.fromkeys(r["shape"] for r in sorted_rows(rows)))
-    rank = {a: i for i, a in enumerate(arm_order())}
-    arms = sorted({r["arm"] for r in rows}, key=lambda a: (rank.get(a, len(rank)), a))
-    cell = {(r["shape"], r["arm"]): r for r in rows}
+    shapes, arms, cell = shape_arm_grid(rows)
     times = [ms for r in rows if (ms := ms_per_iter(r)) is not None]
     floor = min(times) / 3 if times else 1e-3
     colors = plt.get_cmap("tab10")

@@ -36,6 +36,14 @@ def sorted_rows(rows: list[dict]) -> list[dict]:
                                        rank.get(r["arm"], len(rank)), r["arm"]))
 
 
+def shape_arm_grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
+    """(shapes in (N, K, d) order, arms in table order, {(shape, arm): row}): the layout of a grouped bar figure."""
+    shapes = list(dict.fromkeys(r["shape"] for r in sorted_rows(rows)))
+    rank = {a: i for i, a in enumerate(arm_order())}
+    arms = sorted({r["arm"] for r in rows}, key=lambda a: (rank.get(a, len(rank)), a))
+    return shapes, arms, {(r["shape"], r["arm"]): r for r in rows}
+
+
 def speedup_text(ratio: float) -> str:
     """ratio = arm time / Turbo-GMM time."""
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
