@@ -58,14 +58,16 @@ def _comm_device(device: torch.device, group=None) -> torch.device:
     return device if dist.get_backend(group) == "nccl" else torch.device("cpu")
 
 
-def column_sums(X_shard, device: torch.device, rows: int = 1 << 20) -> torch.Tensor:
-    """(2, d) float64 [sum x | sum x^2] of this rank's rows (tensor or host array), in row blocks."""
+def column_sums(X_shard, device: torch.device, rows: int = 1 << 20, sample_weight=None) -> torch.Tensor:
+    """(2, d) float64 [sum w x | sum w x^2] of this rank's rows (tensor or host array), in row blocks; w = 1
+    without ``sample_weight`` (a float64 (rows,) tensor on ``device``)."""
     out = torch.zeros(2, X_shard.shape[1], dtype=torch.float64, device=device)
     for r0 in range(0, X_shard.shape[0], rows):
         block = X_shard[r0 : r0 + rows]
         x = (block if isinstance(block, torch.Tensor) else torch.as_tensor(np.asarray(block))).to(device).double()
-        out[0] += x.sum(0)
-        out[1] += (x * x).sum(0)
+        wx = x if sample_weight is None else x * sample_weight[r0 : r0 + rows, None]
+        out[0] += wx.sum(0)
+        out[1] += (wx * x).sum(0)
     return out
 
 
@@ -74,22 +76,40 @@ def global_column_mean(X_shard, N: int, device: torch.device, group=None) -> tor
     return _all_reduce(column_sums(X_shard, device)[0], _comm_device(device, group), group) / N
 
 
-def fit_sharded(X_shard, init, n_iter: int, N: int, *, center: torch.Tensor | None = None, reg_covar: float = 1e-6,
-                backend: str | None = None, algorithm: str = "auto", precision: str = "tf32x3",
+def shard_weights(X_shard, sample_weight, device: torch.device, comm: torch.device, group=None):
+    """(this rank's weights as float64 on ``device``, the sum of every rank's) after scikit-learn's checks of
+    ``_check_sample_weight`` (finite, >= 0, one per row; positive somewhere over all ranks -- a shard may be all 0)."""
+    w = torch.as_tensor(np.asarray(sample_weight) if not isinstance(sample_weight, torch.Tensor) else sample_weight,
+                        device=device).double()
+    if w.ndim != 1 or w.shape[0] != X_shard.shape[0]:
+        raise ValueError(f"sample_weight must have shape ({X_shard.shape[0]},), got {tuple(w.shape)}")
+    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError("sample_weight must be finite and >= 0")
+    total = float(_all_reduce(w.sum().reshape(1), comm, group))
+    if not total > 0:
+        raise ValueError("sample_weight must have at least one positive entry")
+    return w, total
+
+
+def fit_sharded(X_shard, init, n_iter: int, N: int, *, sample_weight=None, center: torch.Tensor | None = None,
+                reg_covar: float = 1e-6, backend: str | None = None, algorithm: str = "auto", precision: str = "tf32x3",
                 max_device_bytes: int | None = None, device=None, group=None) -> ShardedFit:
     """``n_iter`` EM iterations over the union of every rank's ``X_shard`` (N rows in all).
 
     X_shard: this rank's rows, a float32 tensor on ``device`` (float32 or float64 under ``precision="fp64"``)
     or a host array that is streamed through ``max_device_bytes`` (:mod:`kernels.streaming`, float32 chunks). init: a
-    :class:`kernels.records.Init` or (weights, means, variances), the same on every rank. backend: "triton" or
-    "torch" (default: triton on CUDA or in the interpreter, else torch).
+    :class:`kernels.records.Init` or (weights, means, variances), the same on every rank. sample_weight: this
+    rank's rows' weights or None: every statistic weighted as in :func:`kernels.fit`, the weights' sum over all
+    ranks normalizing n_k, and the default center the weighted mean. backend: "triton" or "torch" (default:
+    triton on CUDA or in the interpreter, else torch).
     """
     device = torch.device(device) if device is not None else (
         X_shard.device if isinstance(X_shard, torch.Tensor) else torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     backend = backend or ("triton" if device.type == "cuda" or interpreter_mode() else "torch")
     comm = _comm_device(device, group)
+    sw, total_weight = (None, N) if sample_weight is None else shard_weights(X_shard, sample_weight, device, comm, group)
     if center is None:
-        center = global_column_mean(X_shard, N, device, group)
+        center = _all_reduce(column_sums(X_shard, device, sample_weight=sw)[0], comm, group) / total_weight
     if isinstance(init, Init):
         init = (init.weights, init.means, init.variances)
     w, m, v = (torch.as_tensor(np.asarray(a), device=device).double() for a in init)
@@ -101,11 +121,12 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, center: torch.Tensor | No
     for _ in range(n_iter):
         t0 = time.perf_counter()
         if host:
-            st = streamed_statistics(X_shard, block, (w, m, v), rows, device)
+            st = streamed_statistics(X_shard, block, (w, m, v), rows, device,
+                                     sample_weight=None if sw is None else sw.cpu().numpy())
         else:
-            st = block(X_shard, w, m, v)
+            st = block(X_shard, w, m, v, sample_weight=sw)
         total = Statistics.from_flat(_all_reduce(st.flat(), comm, group), K, d)
-        w, m, v, f = mstep_diag(total, N, center, reg_covar)
+        w, m, v, f = mstep_diag(total, total_weight, center, reg_covar)
         floored += int(f)
         lls.append(float(total.ll))  # synchronizes: the iteration is over on this rank
         seconds.append(time.perf_counter() - t0)
