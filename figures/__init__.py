@@ -19,6 +19,35 @@ def save(fig, csv_path, out_dir, stem: str) -> list[Path]:
     return paths
 
 
+def arm_bar_slots(rows: list[dict], shapes: list[str], arms: list[str], cell: dict):
+    """A grouped bar chart's layout (shapes along x, each shape's arms side by side, from
+    :func:`figures.table1.shape_arm_grid`): a legend patch per arm in tab10's colours, and (arm, x, width, colour,
+    row) for every (shape, arm) cell that has a row, arm by arm."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    colors, width = plt.get_cmap("tab10"), 0.8 / len(arms)
+    handles, slots = [], []
+    for j, arm in enumerate(arms):
+        handles.append(Patch(color=colors(j % 10), label=next(r["label"] for r in rows if r["arm"] == arm)))
+        slots += [(arm, i - 0.4 + (j + 0.5) * width, width, colors(j % 10), cell[(shape, arm)])
+                  for i, shape in enumerate(shapes) if (shape, arm) in cell]
+    return handles, slots
+
+
+def finish_log_axes(ax, shapes: list[str], floor: float, ylabel: str, title: str) -> None:
+    """The shape axis and the log time axis from ``floor`` of a grouped bar chart."""
+    from figures.table1 import shape_label
+
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([shape_label({"shape": s}) for s in shapes], fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="y", which="major", lw=0.3)
+
+
 def csv_to_figure_cli(render, doc: str, argv=None) -> None:
     """``python -m figures.<name> CSV [--out-dir DIR]``: render and print the paths."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])

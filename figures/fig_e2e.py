@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from figures import csv_to_figure_cli, save  # noqa: E402
+from figures import arm_bar_slots, csv_to_figure_cli, finish_log_axes, save  # noqa: E402
 from figures.table1 import shape_arm_grid, shape_label  # noqa: E402
 from figures.table_e2e import PHASES, number  # noqa: E402
 from harness.results import read_csv  # noqa: E402
@@ -30,42 +30,27 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     if not rows:
         raise ValueError(f"{csv_path} has no e2e cell that ran")
     shapes, arms, cell = shape_arm_grid(rows)
-    colors = plt.get_cmap("tab10")
     fig, (ax, ax_split) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [2.2, 1]})
-    width = 0.8 / len(arms)
     walls = [number(r, c) for r in rows for c in ("e2e_wall_s_host", "e2e_wall_s_device") if r["status"] == "ok"]
     walls += [float(r["timeout_s"]) for r in rows if r["status"] == "fail (TIMEOUT)"]
     floor = min(w for w in walls if w) / 3 if any(walls) else 1e-3
-    handles = []
-    for j, arm in enumerate(arms):
-        handles.append(Patch(color=colors(j % 10), label=next(r["label"] for r in rows if r["arm"] == arm)))
-        for i, shape in enumerate(shapes):
-            r = cell.get((shape, arm))
-            if r is None:
-                continue
-            x = i - 0.4 + (j + 0.5) * width
-            host = number(r, "e2e_wall_s_host") if r["status"] == "ok" else None
-            if host is not None:
-                ax.bar(x, host - floor, width, bottom=floor, color=colors(j % 10),
-                       alpha=1.0 if r["gate"] == "valid" else 0.4)
-                device = number(r, "e2e_wall_s_device")
-                if device is not None:
-                    ax.plot(x, device, "o", color="black", ms=3)
-            elif r["status"] == "fail (TIMEOUT)":
-                ax.bar(x, float(r["timeout_s"]) - floor, width, bottom=floor, color="none",
-                       edgecolor=colors(j % 10), hatch="//")
-            else:
-                ax.plot(x, floor * 1.2, "x", color=colors(j % 10))
+    handles, slots = arm_bar_slots(rows, shapes, arms, cell)
+    for _, x, width, color, r in slots:
+        host = number(r, "e2e_wall_s_host") if r["status"] == "ok" else None
+        if host is not None:
+            ax.bar(x, host - floor, width, bottom=floor, color=color, alpha=1.0 if r["gate"] == "valid" else 0.4)
+            device = number(r, "e2e_wall_s_device")
+            if device is not None:
+                ax.plot(x, device, "o", color="black", ms=3)
+        elif r["status"] == "fail (TIMEOUT)":
+            ax.bar(x, float(r["timeout_s"]) - floor, width, bottom=floor, color="none", edgecolor=color, hatch="//")
+        else:
+            ax.plot(x, floor * 1.2, "x", color=color)
     handles += [Line2D([], [], marker="o", ls="", color="black", ms=3, label="from a device tensor"),
                 Patch(facecolor="none", edgecolor="gray", hatch="//", label="ran past its limit (lower bound)")]
     ax.legend(handles=handles, fontsize=7, loc="upper left")
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=floor)
-    ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels([shape_label({"shape": s}) for s in shapes], fontsize=8)
-    ax.set_ylabel("wall time of one fit from a host array (s)")
-    ax.set_title("End to end: own initialization, fit to convergence; faded: rejected by the gate", fontsize=9)
-    ax.grid(True, axis="y", which="major", lw=0.3)
+    finish_log_axes(ax, shapes, floor, "wall time of one fit from a host array (s)",
+                    "End to end: own initialization, fit to convergence; faded: rejected by the gate")
 
     ours = [(s, cell[(s, "turbo_gmm")]) for s in shapes
             if (s, "turbo_gmm") in cell and cell[(s, "turbo_gmm")]["status"] == "ok"]

@@ -16,10 +16,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 
-from figures import csv_to_figure_cli, save  # noqa: E402
-from figures.table1 import ms_per_iter, shape_arm_grid, shape_label  # noqa: E402
+from figures import arm_bar_slots, csv_to_figure_cli, finish_log_axes, save  # noqa: E402
+from figures.table1 import ms_per_iter, shape_arm_grid  # noqa: E402
 from figures.table_full import roofline_ms  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 
@@ -33,35 +32,22 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     shapes, arms, cell = shape_arm_grid(rows)
     times = [ms for r in rows if (ms := ms_per_iter(r)) is not None]
     floor = min(times) / 3 if times else 1e-3
-    colors = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(shapes) + 2), 4.6))
-    width = 0.8 / len(arms)
-    handles = []
-    for j, arm in enumerate(arms):
-        handles.append(Patch(color=colors(j % 10), label=next(r["label"] for r in rows if r["arm"] == arm)))
-        for i, shape in enumerate(shapes):
-            r = cell.get((shape, arm))
-            if r is None:
-                continue
-            x = i - 0.4 + (j + 0.5) * width
-            ms = ms_per_iter(r)
-            if ms is None:
-                ax.plot(x, floor * 1.2, "x", color=colors(j % 10))
-                continue
-            ax.bar(x, ms - floor, width, bottom=floor, color=colors(j % 10), alpha=1.0 if r["gate"] == "valid" else 0.35)
-            bound = roofline_ms(r) if arm == "turbo_gmm" else None
-            if bound is not None:
-                ax.hlines(bound[0], x - width / 2, x + width / 2, color="black", lw=1.5)
+    handles, slots = arm_bar_slots(rows, shapes, arms, cell)
+    for arm, x, width, color, r in slots:
+        ms = ms_per_iter(r)
+        if ms is None:
+            ax.plot(x, floor * 1.2, "x", color=color)
+            continue
+        ax.bar(x, ms - floor, width, bottom=floor, color=color, alpha=1.0 if r["gate"] == "valid" else 0.35)
+        bound = roofline_ms(r) if arm == "turbo_gmm" else None
+        if bound is not None:
+            ax.hlines(bound[0], x - width / 2, x + width / 2, color="black", lw=1.5)
     handles += [Line2D([], [], color="black", lw=1.5, label="Turbo-GMM's roofline"),
                 Line2D([], [], marker="x", ls="", color="gray", label="failed (see the table)")]
     ax.legend(handles=handles, fontsize=7, loc="upper left")
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=floor)
-    ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels([shape_label({"shape": s}) for s in shapes], fontsize=8)
-    ax.set_ylabel("ms per EM iteration (min over repetitions)")
-    ax.set_title("Full covariances, 10 iterations from the shared init; faded: rejected by the gate", fontsize=9)
-    ax.grid(True, axis="y", which="major", lw=0.3)
+    finish_log_axes(ax, shapes, floor, "ms per EM iteration (min over repetitions)",
+                    "Full covariances, 10 iterations from the shared init; faded: rejected by the gate")
     fig.tight_layout()
     stem = "fig_full" if Path(csv_path).stem == "full" else f"{Path(csv_path).stem}_fig"
     return save(fig, csv_path, out_dir, stem)
