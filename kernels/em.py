@@ -380,9 +380,10 @@ def lift_bound(X, means, variances, shift, precision):
 def warn_if_beyond(bound, where, stacklevel=3) -> bool:
     """Warn (:class:`kernels.precision.Float32LiftWarning`) when ``bound`` (from :func:`lift_bound`) exceeds
     the tolerance (:mod:`kernels.precision`); reading it is a host sync. True if it warned."""
-    if bound is None or not float(bound) > SCORE_TOLERANCE:
+    value = None if bound is None else float(bound)
+    if value is None or not value > SCORE_TOLERANCE:
         return False
-    warnings.warn(lift_warning(float(bound), where), Float32LiftWarning, stacklevel=stacklevel)
+    warnings.warn(lift_warning(value, where), Float32LiftWarning, stacklevel=stacklevel)
     return True
 
 
