@@ -26,7 +26,6 @@ from kernels.datasets import make_dataset, shared_init
 from kernels import reference
 
 REPO = Path(__file__).resolve().parents[2]
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before JAX starts (GPU tests share the GPU with torch)
 LIBRARY_ARMS = ["pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
 N_ITER = 10
 REG_COVAR = 1e-6
