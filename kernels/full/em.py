@@ -22,8 +22,8 @@ from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data
 from kernels.full import config as full_config
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.one_pass import one_pass_statistics
-from kernels.full.parameters import (DATAFLOWS, feature_pairs, mstep_full, padded_sizes, score_parameters,
-                                     unpack_statistics)
+from kernels.full.parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes,
+                                     score_parameters, unpack_statistics)
 from kernels.full.two_pass import two_pass_statistics
 from kernels.reference_full import ILL_DEFINED_COVARIANCE
 
@@ -112,13 +112,14 @@ class Workspace:
 def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg):
     """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step."""
     params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision)
+    shift = moment_shifts(means, ws.center64, ws.k_pad, ws.d_pad)
     if algorithm == "one_pass":
-        stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
-                                        cfg)
+        stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, shift, ws.pairs, ws.k_pad, dataflow,
+                                        precision, cfg)
     else:
-        stats, ll = two_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
-                                        cfg, L_buffer=ws.L)
-    return (*unpack_statistics(stats, ws.K, ws.d, ws.pairs), ll)
+        stats, ll = two_pass_statistics(X, ws.center, sample_weight, params, shift, ws.pairs, ws.k_pad, dataflow,
+                                        precision, cfg, L_buffer=ws.L)
+    return (*unpack_statistics(stats, ws.K, ws.d, ws.pairs, shift), ll)
 
 
 def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg) -> None:
