@@ -91,21 +91,24 @@ def check_device_array(X: torch.Tensor, *, min_samples: int, contiguous: bool) -
                          "the kernels read C-contiguous rows; pass X.contiguous() (a copy on the device)")
 
 
-def upload(X: np.ndarray, device: torch.device, origin: np.ndarray | None = None) -> torch.Tensor:
+def upload(X: np.ndarray, device: torch.device, origin: np.ndarray | None = None,
+           dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The host array X (minus ``origin`` (d,) when given, subtracted in X's dtype before the
-    float32 rounding) as one C-contiguous float32 tensor on ``device``, copied once.
+    conversion) as one C-contiguous ``dtype`` tensor on ``device`` (float32: the float32 kernels'
+    input; float64 for the fp64 kernels), copied once.
 
     On CUDA through :func:`kernels.streaming.device_chunks`: host threads fill two pinned
-    buffers (float32 conversion included) while the previous chunk crosses the bus, and each
+    buffers (dtype conversion included) while the previous chunk crosses the bus, and each
     chunk is placed in its rows of the result. On the CPU a view when X is already a
-    writable C-contiguous float32 array."""
+    writable C-contiguous array of that dtype."""
     if device.type != "cuda":
         x = X if origin is None else X - origin
-        return torch.from_numpy(np.require(x, np.float32, ["C", "W"]))  # torch wants writable memory
-    out = torch.empty(X.shape, dtype=torch.float32, device=device)
-    rows = max(1, UPLOAD_CHUNK_BYTES // (4 * X.shape[1]))
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        return torch.from_numpy(np.require(x, np_dtype, ["C", "W"]))  # torch wants writable memory
+    out = torch.empty(X.shape, dtype=dtype, device=device)
+    rows = max(1, UPLOAD_CHUNK_BYTES // (out.element_size() * X.shape[1]))
     r0 = 0
-    for chunk in device_chunks(X, rows, device, origin=origin):
+    for chunk in device_chunks(X, rows, device, dtype, origin=origin):
         out[r0 : r0 + chunk.shape[0]].copy_(chunk)
         r0 += chunk.shape[0]
     return out

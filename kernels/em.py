@@ -24,8 +24,8 @@ from kernels.mstep import IllDefinedCovarianceError
 from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
 from kernels import one_pass, two_pass
 from kernels.one_pass import one_pass_statistics
-from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, lift_error_bound, \
-    lift_warning
+from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
+    keep_column_extremes, lift_error_bound, lift_warning
 from kernels.two_pass import two_pass_statistics
 
 FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # what kernels/full and kernels/tied compute (no fp64 there yet)
@@ -82,12 +82,14 @@ def check_data(X: torch.Tensor, precision: str = "tf32x3") -> None:
 def column_moments(X: torch.Tensor):
     """(mean, std) per column in float64, on X's device, after checking every entry is finite.
 
-    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares and the
-    non-finite count in one launch) and one host sync, to raise a ValueError that counts the
-    rows holding NaN or infinity."""
-    s1, s2, n_bad = column_sums(X)
+    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares, the columns'
+    extremes and the non-finite count in one launch) and one host sync, to raise a ValueError that
+    counts the rows holding NaN or infinity. The extremes are kept for the float32 lift's bound
+    (:func:`kernels.precision.column_extremes`), which then reads X no more."""
+    s1, s2, n_bad, extremes = column_sums(X)
     if int(n_bad):
         raise ValueError(non_finite_message(X))
+    keep_column_extremes(X, extremes)
     mean = s1 / X.shape[0]
     return mean, (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
 

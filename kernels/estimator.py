@@ -14,13 +14,17 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
 * ``algorithm``: passed to the kernels (:func:`kernels.fit`).
 * ``precision``: "auto" (the default), or one of the kernels' precisions, passed as it is
   (``kernels.em.PRECISIONS``; a float32 one warns, :class:`kernels.precision.Float32LiftWarning`, where
-  its lift's error bound exceeds the tolerance at a start's initial parameters). "auto", before every
-  diag or spherical EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming
+  its lift's error bound exceeds the tolerance at a start's initial parameters). "auto", for diag and
+  spherical: "fp64" for the whole fit where an fp64 sweep costs what a tf32x3 one does, at the kernels'
+  launch floor (N K d <= ``kernels.precision.FP64_FLOOR_WORK``, measured on the H200: every data set that
+  ships with scikit-learn, Table 1's 20K shapes up to K = 32), so small fits get scikit-learn's float64
+  arithmetic; above it, before every EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming
   parameters is within ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`:
   the data's range about its mean and the smallest variances, O(Kd) and one host read an iteration), else
   "fp64" -- the near-constant features of issue 20, whose floored variances make the float32 lift cancel
-  terms of ~1e9; "fp64" computes the E-step in float64 on the kernels (X still reaches them as float32, as
-  below). Full and tied refuse "fp64" by name (their kernels are float32; "auto" runs them at "tf32x3").
+  terms of ~1e9; "fp64" computes the E-step in float64 on the kernels. A float64 X reaches a fit that is fp64
+  throughout (explicit, or auto at the floor) in float64, unrounded; otherwise as float32, as below. Full and
+  tied refuse "fp64" by name (their kernels are float32; "auto" runs them at "tf32x3").
   ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU fallback),
   ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
@@ -75,8 +79,8 @@ initializations), ``em`` (all EM iterations), ``other`` (the rest: host-side
 validation, copies of the result) and ``total``; ``n_iter`` counts the EM iterations
 of all ``n_init`` starts.
 
-The kernels read float32: float64 input is rounded to float32 for the Triton
-backends (the CPU fallback keeps float64). Fitted attributes take X's dtype as
+The float32 kernels read float32: float64 input is rounded to float32 for the Triton
+backends unless the fit is fp64 throughout (the CPU fallback keeps float64). Fitted attributes take X's dtype as
 scikit-learn's do (float32 for float32 X, else float64; computed in float64).
 
 Broken models raise as scikit-learn does, never come back as NaN. Initial and M-step
@@ -128,7 +132,7 @@ from kernels.full.parameters import cholesky_precisions
 from kernels.initialization import initial_moments
 from kernels.mstep import IllDefinedCovarianceError, well_defined
 from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
-    lift_error_bound, lift_warning
+    fp64_costs_nothing, lift_error_bound, lift_warning
 from kernels.streaming import (CPU_BLOCK_BYTES, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
                                streamed_statistics)
 
@@ -142,7 +146,7 @@ INIT_BLOCK_ROWS = 1 << 14
 ORIGIN_ROWS = 1024  # rows whose mean is subtracted from a float64 host X before its float32 copy
 PROFILE_PHASES = ("transfer", "validation", "init", "em")
 AUTO_PRECISIONS = ("tf32x3", "fp64")  # precision="auto": within the float32 lift's tolerance, beyond it
-FLOAT64 = "fp64"  # what ran on the float64 CPU fallback
+FLOAT64 = "fp64"  # the float64 kernels (kernels.lift.FP64), and what runs on the float64 CPU fallback
 
 
 class GaussianMixture(DensityMixin, BaseEstimator):
@@ -679,7 +683,11 @@ class _FitData:
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
         self.covariance_type = covariance_type
         self.auto = precision == "auto"
+        if self.auto and covariance_type not in MATRIX_TYPES and fp64_costs_nothing(N, K, d):
+            self.auto, precision = False, FLOAT64  # fp64 at the launch floor: scikit-learn's arithmetic for the fit
         self.precision = AUTO_PRECISIONS[0] if self.auto else precision  # auto: updated by choose_precision
+        # The fp64 kernels read float64 X where it is: a float64 X stays float64 for them (no float32 rounding)
+        float64_input = X.dtype == (torch.float64 if isinstance(X, torch.Tensor) else np.float64)
         self._radius = None  # the data's range about its mean, for the float32 lift's bound
         self._warned = False
         self.sample_weight = sample_weight  # float64 NumPy (N,) or None; its sum normalizes ell and the weights
@@ -689,32 +697,34 @@ class _FitData:
         self._host = None  # the host array a device copy was made from
         origin = None
         if backend == "triton":
-            resident = N * d * 4 + (N * 4 if resolve_algorithm(K, d, algorithm, self.precision) == "two_pass" else 0)
+            self.dtype = torch.float64 if self.precision == FLOAT64 and float64_input else torch.float32
+            item = self.dtype.itemsize
+            resident = N * d * item + (N * item if resolve_algorithm(K, d, algorithm, self.precision) == "two_pass" else 0)
             self.streamed = not isinstance(X, torch.Tensor) and max_device_bytes is not None and resident > max_device_bytes
-            self.dtype = torch.float32
         else:
             self.streamed = True
             self.dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         if self.streamed:
             self.X = X
-            self.rows = rows_per_chunk(max_device_bytes or CPU_BLOCK_BYTES, d, K, backend, covariance_type)
+            self.rows = rows_per_chunk(max_device_bytes or CPU_BLOCK_BYTES, d, K, backend, covariance_type,
+                                       self.dtype.itemsize)
             with clock.phase("validation"):
                 if backend == "triton":
                     assert_all_finite(X, input_name="X")
                 mean = host_column_mean(X)
-            if backend == "triton" and X.dtype == np.float64:  # chunks go to float32 as X - mean
-                origin, mean = mean, np.zeros(d)
+            if backend == "triton" and X.dtype == np.float64 and self.dtype == torch.float32:
+                origin, mean = mean, np.zeros(d)  # chunks go to float32 as X - mean
             self.center = torch.as_tensor(mean, device=device)
             self._std = None
         else:
             with clock.phase("transfer"):
                 if isinstance(X, torch.Tensor):
-                    self.X = X if X.dtype == torch.float32 else X.to(torch.float32)
+                    self.X = X if X.dtype == self.dtype else X.to(self.dtype)
                     self._owned = self.X is not X
                 else:
-                    if X.dtype == np.float64:  # non-finite entries are counted below: they give no origin
+                    if X.dtype == np.float64 and self.dtype == torch.float32:  # non-finite entries are counted
                         origin = np.nan_to_num(np.asarray(X[:ORIGIN_ROWS]).mean(0), nan=0.0, posinf=0.0, neginf=0.0)
-                    self.X = upload(X, device, origin)
+                    self.X = upload(X, device, origin, self.dtype)
                     self._host = X
                     self._owned = True
             with clock.phase("validation"):

@@ -34,6 +34,19 @@ LIFT_ERROR_CONSTANT = 10.0
 # breast_cancer raw at K = 10 (a component collapsed to the floor) at 1.7e7 -- over three decades above it.
 SCORE_TOLERANCE = 0.05
 FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # the precisions that score through the float32 lift
+# Up to this much work per sweep (N K d multiply-adds of the score) an fp64 EM iteration costs what a tf32x3
+# one does, both at the kernels' launch floor, so precision="auto" takes float64 -- scikit-learn's arithmetic,
+# X kept in float64 -- for the whole fit. Table 1 on the H200, ms/iter, fp64 at 1c3b02c vs tf32x3 at ac2a7c6
+# (1c3b02c's tf32x3 rows carry a per-fit lift check, 0.11 ms at 20K): 20K_16_32 0.057 vs 0.052 and 20K_32_32
+# 0.067 vs 0.066 (N K d = 1.0e7, 2.0e7), 20K_64_32 0.094 vs 0.061 (4.1e7: 1.5x), 1M_32_32 0.469 vs 0.203
+# (1.0e9: 2.3x). The data sets that ship with scikit-learn (iris to digits, N K d <= 1.2e6 at K = 10) are
+# far below it.
+FP64_FLOOR_WORK = 2**25
+
+
+def fp64_costs_nothing(N: int, K: int, d: int) -> bool:
+    """Whether an fp64 sweep of N rows, K components and d features is at the launch floor (FP64_FLOOR_WORK)."""
+    return N * K * d <= FP64_FLOOR_WORK
 
 
 class Float32LiftWarning(UserWarning):
@@ -46,14 +59,20 @@ _MAX_EXTREMES = 4
 
 
 def column_extremes(X: torch.Tensor):
-    """(min, max) of every column of X, one read of X, kept for the last few X (the tensor itself, by a
-    weak reference, at torch's in-place version counter) so a benchmark's repeated fits of one X read it once."""
+    """(min, max) of every column of X, kept for the last few X (the tensor itself, by a weak reference, at
+    torch's in-place version counter): those of X's validation pass (:func:`keep_column_extremes`, from
+    :func:`kernels.column_sums.column_sums`), else one read of X, so a fit that validated X, and a
+    benchmark's repeated fits of one X, do not read it again."""
     held = _EXTREMES.get(id(X))
     if held is not None and held[0]() is X and held[1] == X._version:
         return held[2]
+    return keep_column_extremes(X, torch.aminmax(X, dim=0))
+
+
+def keep_column_extremes(X: torch.Tensor, extremes):
+    """Remember (min, max) per column of X (tensors on X's device) for :func:`column_extremes`; returns them."""
     while len(_EXTREMES) >= _MAX_EXTREMES:
         _EXTREMES.pop(next(iter(_EXTREMES)))
-    extremes = torch.aminmax(X, dim=0)
     _EXTREMES[id(X)] = (weakref.ref(X), X._version, extremes)
     return extremes
 

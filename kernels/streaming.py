@@ -29,12 +29,14 @@ CPU_BLOCK_BYTES = 256 << 20  # torch fallback: temporaries per block when no bud
 FILL_THREADS = max(1, min(8, os.cpu_count() or 1))  # host threads filling a pinned buffer
 
 
-def rows_per_chunk(max_device_bytes: int, d: int, K: int, backend: str, covariance_type: str = "diag") -> int:
+def rows_per_chunk(max_device_bytes: int, d: int, K: int, backend: str, covariance_type: str = "diag",
+                   itemsize: int = 4) -> int:
     """Rows per chunk so that the chunk buffers (and, for the torch fallback, the
     (rows, K) float64 score blocks, (rows, K, d) for full and tied) fit in ``max_device_bytes``.
-    Triton: two float32 buffers plus the two-pass row normalizer, 8d + 4 bytes a row."""
+    Triton: two buffers of ``itemsize``-byte entries (4: float32; 8: float64 chunks for the fp64
+    kernels) plus the two-pass row normalizer of that size, (2d + 1) * itemsize bytes a row."""
     if backend == "triton":
-        per_row = 8 * d + 4
+        per_row = (2 * d + 1) * itemsize
     elif covariance_type in COVARIANCE_TYPES:
         per_row = bytes_per_row(covariance_type, K, d)
     else:

@@ -592,19 +592,20 @@ def test_tiny_scale_fits_scikit_learns_model(device):
 
 @pytest.mark.parametrize("device", BACKENDS)
 def test_huge_scale_is_scikit_learns_model_or_a_float32_range_error(device):
-    """iris * 1e20: float64 (the CPU fallback) gives scikit-learn's model; the float32 kernels' squared
-    spread (~1e40) overflows float32, which is a Float32RangeError (a ValueError) naming the remedies,
-    never a NaN model."""
+    """iris * 1e20: float64 -- the CPU fallback, or the fp64 kernels that precision="auto" takes at this size
+    (on float64 X, unrounded) -- gives scikit-learn's model; the float32 kernels' squared spread (~1e40)
+    overflows float32, which is a Float32RangeError (a ValueError) naming the remedies, never a NaN model."""
     X = load_iris().data * 1e20
     kw = dict(n_components=3, covariance_type="diag", random_state=0)
     theirs = SkGaussianMixture(**kw).fit(X)
+    ours = GaussianMixture(device=device, init_backend="sklearn", **kw).fit(X)
+    assert ours.precision_ == "fp64"
+    assert ours.n_iter_ == theirs.n_iter_ and ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-11)
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-9)
     if device == "cpu":
-        ours = GaussianMixture(device=device, **kw).fit(X)
-        assert ours.n_iter_ == theirs.n_iter_ and ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-11)
-        for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
-            np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=1e-9)
         return
-    # in a child interpreter: a device-side assert there (the H200's, 2026-12-01) cannot fail the tests after it
+    # tf32x3 in a child interpreter: a device-side assert there (the H200's, 2026-12-01) cannot fail the tests after it
     out = run_isolated(HUGE_SCALE_FIT)
     assert out.startswith("Float32RangeError float64 unfitted"), out
     assert isinstance(Float32RangeError(), ValueError)
@@ -614,7 +615,7 @@ HUGE_SCALE_FIT = """
 from sklearn.datasets import load_iris
 from kernels import GaussianMixture
 from kernels.em import Float32RangeError
-gm = GaussianMixture(device="auto", n_components=3, covariance_type="diag", random_state=0)
+gm = GaussianMixture(device="auto", n_components=3, covariance_type="diag", random_state=0, precision="tf32x3")
 try:
     gm.fit(load_iris().data * 1e20)
 except Float32RangeError as error:

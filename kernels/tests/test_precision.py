@@ -8,14 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
+from sklearn.preprocessing import StandardScaler
 
 import kernels
+from kernels import precision as precision_module
 from kernels import reference as ref
 from kernels.datasets import generating_mixture, make_dataset
 from kernels.estimator import GaussianMixture
 from kernels.precision import (LIFT_ERROR_CONSTANT, SCORE_TOLERANCE, U32, Float32LiftWarning, column_extremes,
-                               data_radius, lift_error_bound)
+                               data_radius, fp64_costs_nothing, lift_error_bound)
 from kernels.tests.conftest import DEVICE
 
 CONDITIONING_CSV = Path(__file__).resolve().parents[2] / "results" / "h200" / "conditioning.csv"
@@ -164,8 +168,16 @@ def _matches_scikit_learn(X32, K, covariance_type, precision="auto"):
     return ours, theirs
 
 
+@pytest.fixture
+def bound_rule(monkeypatch):
+    """precision="auto" by the lift's bound alone at any size: these tests' data sit below FP64_FLOOR_WORK,
+    where auto takes fp64 for the whole fit without consulting the bound."""
+    monkeypatch.setattr(precision_module, "FP64_FLOOR_WORK", 0)
+
+
 @pytest.mark.parametrize("covariance_type, precision, rel", [("diag", "fp64", 1e-9), ("spherical", "tf32x3", 1e-6)])
-def test_auto_follows_the_bound_on_planted_features_and_equals_scikit_learn(covariance_type, precision, rel):
+def test_auto_follows_the_bound_on_planted_features_and_equals_scikit_learn(covariance_type, precision, rel,
+                                                                            bound_rule):
     """diag: the near-constant columns' variances reach the floor, auto runs fp64 and equals scikit-learn's
     float64 fit (lower bound to 1e-9, n_iter_, labels); spherical: a component's one variance averages the
     columns, the bound stays within the tolerance and auto keeps tf32x3 (float32's agreement, 1e-6)."""
@@ -179,9 +191,58 @@ def test_auto_follows_the_bound_on_planted_features_and_equals_scikit_learn(cova
     np.testing.assert_array_equal(ours.predict(X), theirs.predict(X.astype(np.float64)))
 
 
-def test_auto_takes_tf32x3_on_generator_data():
+def test_auto_takes_tf32x3_on_generator_data(bound_rule):
     X = make_dataset(1500, 3, 5, 2).X.numpy()
     ours, theirs = _matches_scikit_learn(X, 3, "diag")
     assert ours.precision_switches_ == [(1, "tf32x3")] or ours.backend_ == "torch-cpu"
     assert ours.n_iter_ == theirs.n_iter_
     assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-6)
+
+
+def test_auto_takes_fp64_below_the_launch_floor_and_full_keeps_tf32x3():
+    """Table 1's 20K shapes up to K = 32 are within FP64_FLOOR_WORK, 20K_64_32 and 1M_32_32 beyond it; below it
+    auto runs the whole fit in fp64 (the generator's data, where the bound alone would keep tf32x3) and equals
+    scikit-learn's float64 fit; full has no fp64 kernels and keeps tf32x3."""
+    assert fp64_costs_nothing(20_000, 16, 32) and fp64_costs_nothing(20_000, 32, 32)
+    assert not fp64_costs_nothing(20_000, 64, 32) and not fp64_costs_nothing(1_000_000, 32, 32)
+    X = make_dataset(1500, 3, 5, 2).X.numpy()
+    ours, theirs = _matches_scikit_learn(X, 3, "diag")
+    if ours.backend_ == "torch-cpu":
+        pytest.skip("the float64 CPU fallback has no float32 lift")
+    assert ours.precision_switches_ == [(1, "fp64")]
+    assert ours.n_iter_ == theirs.n_iter_
+    assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=1e-9)
+    full = GaussianMixture(3, covariance_type="full", random_state=0, max_iter=2).fit(X)
+    assert full.precision_ == "tf32x3"
+
+
+SCIKIT_LEARN_DATASETS = {"iris": load_iris, "wine": load_wine, "breast_cancer": load_breast_cancer,
+                         "digits": load_digits}
+
+
+@pytest.mark.parametrize("standardized", [False, True], ids=["raw", "standardized"])
+@pytest.mark.parametrize("dataset", sorted(SCIKIT_LEARN_DATASETS))
+def test_auto_equals_scikit_learn_on_the_datasets_it_ships(dataset, standardized):
+    """Issue 20's target: with precision="auto" (fp64 at these sizes; X kept in float64) and scikit-learn's own
+    initialization (same random_state), the lower bound within 1e-9 relative, identical n_iter_ and labels, for
+    diag and spherical and K = 2..10. The exception is measured, not assumed: where scikit-learn's fit keeps a
+    component of one row (breast_cancer raw, K >= 8: its variances at the reg_covar floor 1e-6 with features up
+    to 4254), float64 moments themselves round at u * x^2 / reg_covar ~ 1e-3 on those variances -- scikit-learn's
+    E[x^2] - mu^2 about zero 1.5% off the floor, ours about the column mean much less -- and both fits still take
+    the same iterations to the same labels, lower bounds 2e-7 to 9e-7 apart (held to 1e-6)."""
+    X = SCIKIT_LEARN_DATASETS[dataset]().data
+    if standardized:
+        X = StandardScaler().fit_transform(X)
+    for covariance_type in ("diag", "spherical"):
+        for K in range(2, 11):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                theirs = SkGaussianMixture(K, covariance_type=covariance_type, random_state=0).fit(X)
+                ours = GaussianMixture(K, covariance_type=covariance_type, random_state=0, init_backend="sklearn").fit(X)
+            where = (covariance_type, K)
+            assert ours.precision_ == "fp64", where
+            assert ours.n_iter_ == theirs.n_iter_, where
+            np.testing.assert_array_equal(ours.predict(X), theirs.predict(X), err_msg=str(where))
+            one_row = (theirs.weights_ * X.shape[0]).min() < 2
+            rel = 1e-6 if one_row else 1e-9
+            assert ours.lower_bound_ == pytest.approx(theirs.lower_bound_, rel=rel), where

@@ -1,0 +1,55 @@
+"""The validation pass (kernels/column_sums.py) against float64 NumPy: sums, sums of squares, extremes and
+the non-finite count in one read, across row programs and column tiles, float32 and float64 X; and the
+extremes it leaves for the float32 lift's bound, so that bound reads X no more."""
+import numpy as np
+import pytest
+import torch
+
+from kernels.column_sums import COLUMN_TILE, column_sums, non_finite_message
+from kernels.em import column_moments
+from kernels.precision import column_extremes, data_radius
+from kernels.tests.conftest import DEVICE
+
+
+@pytest.mark.parametrize("N, d, dtype", [(1, 1, torch.float32), (5000, 7, torch.float32),
+                                         (700, COLUMN_TILE + 3, torch.float32), (3001, 33, torch.float64)])
+def test_sums_squares_and_extremes_are_those_of_float64_numpy(N, d, dtype):
+    """Offset, scaled columns (the mean matters) and rows that do not fill a program's last tile."""
+    rng = np.random.default_rng(N + d)
+    X = (rng.normal(0.0, 1.0, (N, d)) * rng.uniform(0.1, 1e3, d) + rng.uniform(-1e4, 1e4, d)).astype(
+        torch.empty(0, dtype=dtype).numpy().dtype)
+    s1, s2, n_bad, (low, high) = column_sums(torch.as_tensor(X, device=DEVICE))
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(s1.cpu().numpy(), X64.sum(0), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(s2.cpu().numpy(), (X64 * X64).sum(0), rtol=1e-12)
+    np.testing.assert_array_equal(low.cpu().numpy(), X64.min(0))  # exact: each is one of X's entries
+    np.testing.assert_array_equal(high.cpu().numpy(), X64.max(0))
+    assert int(n_bad) == 0
+
+
+def test_non_finite_entries_are_counted_and_named_by_row():
+    X = torch.arange(40 * 6, dtype=torch.float32).reshape(40, 6)
+    X[3, 1] = float("nan")
+    X[3, 4] = float("inf")
+    X[17, 0] = -float("inf")
+    X[39, 5] = float("nan")
+    assert int(column_sums(X.to(DEVICE))[2]) == 4
+    assert non_finite_message(X).startswith("X has 3 of 40 rows with NaN or infinity (2 with NaN, 2 with infinity)")
+    with pytest.raises(ValueError, match="X has 3 of 40 rows"):
+        column_moments(X.to(DEVICE))
+
+
+def test_column_moments_leave_the_extremes_for_the_lift_bound():
+    """After the validation pass, the lift bound's radius comes from its extremes (the very tensors, no second
+    read of X), and equals max_i |x_ij - c_j|; an in-place write to X makes them stale and they are read anew."""
+    rng = np.random.default_rng(0)
+    X = torch.as_tensor(rng.normal(3.0, 2.0, (2000, 9)).astype(np.float32), device=DEVICE)
+    mean, _ = column_moments(X)
+    low, high = column_sums(X)[3]
+    kept = column_extremes(X)
+    assert torch.equal(kept[0].double(), low) and torch.equal(kept[1].double(), high)
+    assert column_extremes(X) is kept
+    X64 = X.double().cpu().numpy()
+    np.testing.assert_allclose(data_radius(X, mean).cpu().numpy(), np.abs(X64 - X64.mean(0)).max(0), rtol=1e-12)
+    X[0, 0] = 1e3
+    assert float(column_extremes(X)[1][0]) == 1e3
