@@ -26,12 +26,12 @@ interpreter_compat.install()
 @triton.jit
 def _full_one_pass_kernel(
     X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j,  # X (N, d) f32; w (N,) f32 when WEIGHTED;
-    # shift (K_PAD, D_PAD) f32: the second moments' per-component shifts (kernels/full/tiles.py)
+    # shift (K_PAD, D_PAD) f32: the moments' per-component shifts when SHIFTED (kernels/full/tiles.py)
     scratch, slab, ll_part,  # scratch (P, BLOCK_N, K_PAD) f32; slab (P, rows, K_PAD); ll_part (P,) f64
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -52,7 +52,7 @@ def _full_one_pass_kernel(
             g = p * (wr / lam)[:, None]
             ll_acc += (wr * (m + tl.log(lam))).to(tl.float64)
             accumulate_statistics(my_slab, K_PAD, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs,
-                                  N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+                                  N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         else:
             m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
             lam = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -70,7 +70,7 @@ def _full_one_pass_kernel(
                 s = tl.load(my_scratch + rr[:, None] * K_PAD + (k0 + kl)[None, :])
                 g = tl.exp(s - L[:, None]) * wr[:, None]
                 accumulate_statistics(my_slab, K_PAD, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows, pair_i,
-                                      pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+                                      pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
     tl.store(ll_part + pid, tl.sum(ll_acc, 0))
 
@@ -80,9 +80,10 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     """(statistics table (rows x k_pad) float64, ell (float64 scalar tensor)) of one E-step by Algorithm 2.
 
     X (N, d) float32; center (d_pad,) float32; sample_weight (N,) float32 or None; params =
-    :func:`kernels.full.parameters.score_parameters` for ``dataflow``; shift (k_pad, d_pad) float32 the second
-    moments' per-component shifts (:func:`kernels.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a
-    FullConfig. The table's second moments are about the shifts (:func:`kernels.full.parameters.unpack_statistics`)."""
+    :func:`kernels.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the center, on
+    the tensor cores) or (k_pad, d_pad) float32, the per-component shifts the moments are summed about
+    (:func:`kernels.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a FullConfig. The table's
+    moments are about the shifts (:func:`kernels.full.parameters.unpack_statistics`)."""
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)
@@ -93,10 +94,10 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     scratch = torch.empty(P if block_k < k_pad else 1, cfg.block_n, k_pad, dtype=torch.float32, device=X.device)
     ll_part = torch.empty(P, dtype=torch.float64, device=X.device)
     _full_one_pass_kernel[(P,)](
-        X, center, X if sample_weight is None else sample_weight, *params, shift, pairs[0], pairs[1], scratch, slab,
-        ll_part,
+        X, center, X if sample_weight is None else sample_weight, *params, center if shift is None else shift, pairs[0],
+        pairs[1], scratch, slab, ll_part,
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
-        PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+        PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return slab.sum(0, dtype=torch.float64), ll_part.sum()

@@ -122,11 +122,12 @@ def moment_shifts(means, center, k_pad: int, d_pad: int) -> torch.Tensor:
     return shift
 
 
-def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs, shift: torch.Tensor):
+def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs, shift: torch.Tensor | None = None):
     """(n (K,), s (K, d), M2 (K, d, d)) float64 from the statistics table (rows x k_pad), about the kernel's center.
 
-    The table's first and second moments are about the per-component shifts m_k (``shift``, :func:`moment_shifts`),
-    t and M2_m; they are moved to the center here, in float64: s = t + n m, M2 = M2_m + m t^T + t m^T + n m m^T.
+    With ``shift`` (moments "component", :func:`moment_shifts`) the table's first and second moments are about
+    the per-component shifts m_k, t and M2_m; they are moved to the center here, in float64: s = t + n m,
+    M2 = M2_m + m t^T + t m^T + n m m^T.
     Float32 sums about the center would carry u32 |x - c|^2 per entry of M2, more than reg_covar where a component
     far from the center has fewer points than dimensions (1M_128_32 on the H200: 18 points in d = 32,
     |mu - c|^2 = 215, 15 eigenvalues at reg_covar = 1e-6); the float64 move costs u64 |m|^2, and the M-step's
@@ -147,6 +148,8 @@ def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs, shift: torch.T
     M2[:, r * width + c] = src
     M2[:, c * width + r] = src  # the lower block triangle by symmetry (diagonal blocks hold both orders)
     M2 = M2.view(K, width, width)[:, :d, :d]
+    if shift is None:
+        return n, s, M2
     m = shift[:K, :d].to(stats.dtype)
     t = s  # about the shifts
     mt = m[:, :, None] * t[:, None, :]
