@@ -5,7 +5,9 @@ no host synchronisation inside the loop. X is validated and its column mean (the
 in-kernel shift) computed once in ``prepare``, outside the timed region. Options: ``algorithm`` (auto | one_pass |
 two_pass) and ``precision`` (tf32x3 | ieee | fp64: the turbo_gmm_fp64 arm). Full covariances (``covariance_type="full"``):
 ``kernels.full.fit`` from the shared init's covariances (their precision Cholesky factors made in ``prepare``), by its
-default ``products`` dataflow (option ``dataflow``: auto | products | lift). End to end (``prepare_e2e``): the estimator,
+default ``products`` dataflow (option ``dataflow``: auto | products | lift) and moments "auto" (option ``moments``:
+a warm-up whose Cholesky fails about the center runs again about each component's mean, and the timed fits run
+what it ran; ``info["moments"]``). End to end (``prepare_e2e``): the estimator,
 ``kernels.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
 """
 from __future__ import annotations
@@ -65,13 +67,16 @@ def _prepare_full(X, init, n_iter, opts, algorithm, precision):
               full.precisions_cholesky(torch.as_tensor(init.covariances, device=X.device)))
     center = data_center(X, True)
     dataflow = opts.get("dataflow", "auto")
+    moments = {"asked": opts.get("moments", "auto")}
 
     def run() -> Fit:
         r = full.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, dataflow=dataflow,
-                     precision=precision, center=center)
+                     precision=precision, center=center, moments=moments.get("ran", moments["asked"]))
+        moments["ran"] = r.moments  # the timed fits run what the warm-up needed (not its failed first attempt)
         return Fit(r.weights, r.means, None, n_iter=len(r.log_likelihoods), covariances=r.covariances,
                    info={"algorithm": r.algorithm, "dataflow": r.dataflow, "precision": r.precision,
-                         "graphed": r.graphed, "device": str(X.device)})
+                         "graphed": r.graphed, "device": str(X.device), "moments": r.moments,
+                         "moments_asked": moments["asked"]})
 
     return run
 

@@ -94,6 +94,7 @@ class BlockStatistics:
         self.covariance_type, self.K, self.d, self.backend = covariance_type, K, d, backend
         self.center64 = center.double()
         self.ws = None  # made for the first block (and again for a longer one: Algorithm 3's L holds its rows)
+        self.moments = "center"  # full on the kernels: "component" once a Cholesky failed (kernels.full.em)
         if backend == "triton":
             self.precision = precision
             if covariance_type == "full":
@@ -121,7 +122,7 @@ class BlockStatistics:
         sw = None if sample_weight is None else sample_weight.to(device=X.device, dtype=torch.float32).contiguous()
         if self.covariance_type == "full":
             n, s, M2, ll = full_em.workspace_statistics(X, sw, weights, means, U, self.ws, self.algorithm,
-                                                        self.dataflow, self.precision, self.cfg)
+                                                        self.dataflow, self.precision, self.cfg, self.moments)
         else:
             (n, s, ll), M2 = tied_em.workspace_statistics(X, sw, weights, means, U, self.ws, self.algorithm,
                                                           self.precision, self.cfg), None

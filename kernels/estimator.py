@@ -853,7 +853,10 @@ class _FitData:
         return (w, m, v.mean(1) if spherical else v), f, ll  # spherical: the feature-average of the diagonal one
 
     def _iterate_matrix(self, w, m, cov, U):
-        """Full or tied: the fused (or float64 torch) E-step, kernels/full's or kernels/tied's M-step, one host read."""
+        """Full or tied: the fused (or float64 torch) E-step, kernels/full's or kernels/tied's M-step, one host read.
+        Full on the kernels: where the M-step's Cholesky fails with the moments about the center, the iteration
+        again with the moments about each component's mean, and so on for the rest of the fit (kernels.full.em)."""
+        w0, m0, cov0, U0 = w, m, cov, U
         st = self.statistics(w, m, U)
         w, m, cov, U, ok = self.block.mstep(st, self.reg_covar, self.centered_moments()[0]
                                             if self.covariance_type == "tied" else None)
@@ -864,6 +867,10 @@ class _FitData:
         ll, ok, finite = torch.stack([st.ll, ok.double(), finite.double()]).tolist()  # one host read
         if not (np.isfinite(ll) and finite) and self.backend == "triton":  # the float32 kernels left float32's range
             raise Float32RangeError()
+        if not ok and np.isfinite(ll) and self.covariance_type == "full" and self.backend == "triton" \
+                and self.block.moments == "center":
+            self.block.moments = "component"
+            return self._iterate_matrix(w0, m0, cov0, U0)
         if not (ok and np.isfinite(ll)):
             raise IllDefinedCovarianceError()
         return (w, m, cov, U), 0, ll

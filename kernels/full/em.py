@@ -11,6 +11,15 @@ Cholesky is flagged on the device and raised after the loop as scikit-learn's Va
 ``sample_weight`` (N,), finite and >= 0: every statistic is weighted, the weights are normalized by
 their sum (through n_k / sum n_k), and ell = sum_i w_i log p(x_i); integer weights give the fit of
 duplicated rows. X is centered in the kernels (x - c in registers, c the column mean) as for diag.
+
+``moments``: where the kernels sum the first and second moments. "center": about c, on the tensor cores,
+every component of a tile at once; their float32 rounding is u32 |x - c|^2 per entry of M2, which a
+component far from c with fewer points than dimensions cannot carry (its smallest eigenvalues are
+reg_covar: 1M_128_32 on the H200, 18 points in d = 32, |mu - c|^2 = 215, raised an ill-defined covariance
+that float64 EM does not). "component": about each component's incoming mean (u32 |x - mu_k|^2), one
+component at a time off the tensor cores. "auto" (the default): "center", and where an M-step's Cholesky
+fails, the fit (or step) again with "component" before scikit-learn's ValueError; ``moments`` of the result
+says which ran.
 """
 from __future__ import annotations
 
@@ -22,8 +31,8 @@ from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data
 from kernels.full import config as full_config
 from kernels.full.loop import GraphedFit, cached
 from kernels.full.one_pass import one_pass_statistics
-from kernels.full.parameters import (DATAFLOWS, feature_pairs, mstep_full, padded_sizes, score_parameters,
-                                     unpack_statistics)
+from kernels.full.parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes,
+                                     score_parameters, unpack_statistics)
 from kernels.full.two_pass import two_pass_statistics
 from kernels.reference_full import ILL_DEFINED_COVARIANCE
 
@@ -39,6 +48,7 @@ class StepResult:
     log_likelihood: torch.Tensor  # float64 scalar tensor: sum_i w_i L_i
     algorithm: str
     dataflow: str
+    moments: str = "center"  # or "component": where the kernels summed the moments (tied: always "center")
 
 
 @dataclass
@@ -52,6 +62,7 @@ class FitResult:
     dataflow: str
     precision: str
     graphed: bool  # the loop ran as a replayed CUDA graph
+    moments: str = "center"  # or "component": where the kernels summed the moments (tied: always "center")
 
 
 def check_parameters(X, weights, means, precisions_cholesky, tied: bool = False) -> None:
@@ -109,25 +120,31 @@ class Workspace:
         self.L = torch.empty(N, dtype=torch.float32, device=X.device) if algorithm == "two_pass" else None
 
 
-def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg):
-    """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step."""
+MOMENTS = ("auto", "center", "component")
+
+
+def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, algorithm, dataflow, precision, cfg,
+                         moments: str = "center"):
+    """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step, the kernels' moments summed about the
+    center or about each component's mean (``moments``)."""
     params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision)
+    shift = moment_shifts(means, ws.center64, ws.k_pad, ws.d_pad) if moments == "component" else None
     if algorithm == "one_pass":
-        stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
-                                        cfg)
+        stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, shift, ws.pairs, ws.k_pad, dataflow,
+                                        precision, cfg)
     else:
-        stats, ll = two_pass_statistics(X, ws.center, sample_weight, params, ws.pairs, ws.k_pad, dataflow, precision,
-                                        cfg, L_buffer=ws.L)
-    return (*unpack_statistics(stats, ws.K, ws.d, ws.pairs), ll)
+        stats, ll = two_pass_statistics(X, ws.center, sample_weight, params, shift, ws.pairs, ws.k_pad, dataflow,
+                                        precision, cfg, L_buffer=ws.L)
+    return (*unpack_statistics(stats, ws.K, ws.d, ws.pairs, shift), ll)
 
 
-def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg) -> None:
+def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg, moments) -> None:
     """len(lls) iterations updating state = [weights, means, covariances, precisions_cholesky] in place;
     lls[i] <- ell at iteration i's incoming parameters; ok &= every Cholesky succeeded."""
     weights, means, cov, U = state
     for i in range(lls.shape[0]):
         n, s, M2, ll = workspace_statistics(X, sample_weight, weights, means, U, ws, algorithm, dataflow, precision,
-                                            cfg)
+                                            cfg, moments)
         new = mstep_full(n, s, M2, ws.center64, reg_covar)
         for buf, value in zip(state, new[:4]):  # a failed Cholesky keeps the last parameters: no NaN downstream
             buf.copy_(torch.where(new[4], value, buf))
@@ -135,7 +152,9 @@ def _iterate(X, sample_weight, state, ws, lls, ok, algorithm, dataflow, precisio
         ok &= new[4]
 
 
-def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, config):
+def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, config, moments="center"):
+    if moments not in MOMENTS:
+        raise ValueError(f"moments must be one of {MOMENTS}, got {moments!r}")
     check_data(X)
     weights, means, U = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, U)
@@ -147,27 +166,40 @@ def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, co
 
 
 def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=None, algorithm: str = "auto",
-                     dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None):
+                     dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None,
+                     moments: str = "center"):
     """(n (K,), s (K, d), M2 (K, d, d), ell, center (d,)) in float64: the fused E-step's statistics about
-    ``center`` (s = sum g (x - c), M2 = sum g (x - c)(x - c)^T, g = w gamma), for callers with their own M-step."""
+    ``center`` (s = sum g (x - c), M2 = sum g (x - c)(x - c)^T, g = w gamma), for callers with their own M-step;
+    ``moments`` "center" or "component" (no M-step here to fall back from)."""
+    if moments == "auto":
+        raise ValueError("estep_statistics takes moments 'center' or 'component' ('auto' falls back on an M-step)")
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
-        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
-    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg), ws.center64)
+        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config,
+        moments)
+    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg, moments),
+            ws.center64)
 
 
 def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
             algorithm: str = "auto", dataflow: str = "auto", precision: str = "tf32x3", center=True,
-            config=None) -> StepResult:
+            config=None, moments: str = "auto") -> StepResult:
     """One fused EM iteration from (weights (K,), means (K, d), precisions_cholesky (K, d, d)); the new
     parameters in float64 and ell at the incoming ones. scikit-learn's ValueError if a new covariance is not
-    positive definite."""
+    positive definite (under moments "auto", after the step with moments "component" too)."""
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
-        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config)
-    n, s, M2, ll = workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg)
-    new_w, new_m, cov, new_U, ok = mstep_full(n, s, M2, ws.center64, reg_covar)
-    if not bool(ok):
-        raise ValueError(ILL_DEFINED_COVARIANCE)
-    return StepResult(new_w, new_m, cov, new_U, ll, algorithm, dataflow)
+        X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config,
+        moments)
+    for ran in _moment_attempts(moments):
+        n, s, M2, ll = workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg, ran)
+        new_w, new_m, cov, new_U, ok = mstep_full(n, s, M2, ws.center64, reg_covar)
+        if bool(ok):
+            return StepResult(new_w, new_m, cov, new_U, ll, algorithm, dataflow, ran)
+    raise ValueError(ILL_DEFINED_COVARIANCE)
+
+
+def _moment_attempts(moments: str) -> tuple:
+    """The moments to try in turn: "auto" is "center", then "component" where an M-step fails."""
+    return ("center", "component") if moments == "auto" else (moments,)
 
 
 def _state(K, d, dev):
@@ -179,30 +211,34 @@ def _state(K, d, dev):
 
 def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
         dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None,
-        cuda_graph: bool = True) -> FitResult:
+        cuda_graph: bool = True, moments: str = "auto") -> FitResult:
     """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, precisions_cholesky), no early stop.
     On CUDA the loop is captured as a CUDA graph on first use and replayed by later fits of the same X,
-    weights and settings (``cuda_graph=False``: eagerly). One host sync per fit, after the loop."""
+    weights and settings (``cuda_graph=False``: eagerly). One host sync per fit, after the loop; under
+    ``moments="auto"`` a fit whose Cholesky failed runs again from ``init`` with moments "component"."""
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
-        X, init, sample_weight, algorithm, dataflow, precision, center, config)
+        X, init, sample_weight, algorithm, dataflow, precision, center, config, moments)
     K = means.shape[0]
     graphed = X.is_cuda and cuda_graph and n_iter > 0
-    if graphed:
-        key = (X.data_ptr(), tuple(X.shape), X.device, None if sw is None else sw.data_ptr(), K, n_iter, algorithm,
-               dataflow, precision, reg_covar, cfg)
-        g = cached(key, lambda: GraphedFit(_state(K, X.shape[1], X.device), n_iter, ws, lambda state, lls, ok: _iterate(
-            X, sw, state, ws, lls, ok, algorithm, dataflow, precision, reg_covar, cfg)))
-        state, lls, ok = g.run(weights, means, U, ws.center64)
-    else:
-        state = [weights.clone(), means.clone(), torch.zeros(K, X.shape[1], X.shape[1], dtype=torch.float64,
-                                                             device=X.device), U.clone()]
-        lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
-        ok_t = torch.ones((), dtype=torch.bool, device=X.device)
-        _iterate(X, sw, state, ws, lls, ok_t, algorithm, dataflow, precision, reg_covar, cfg)
-        ok = bool(ok_t)
-    if not ok:
-        raise ValueError(ILL_DEFINED_COVARIANCE)
-    return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls, algorithm, dataflow,
-                     precision, graphed)
+    for ran in _moment_attempts(moments):
+        if graphed:
+            key = (X.data_ptr(), tuple(X.shape), X.device, None if sw is None else sw.data_ptr(), K, n_iter,
+                   algorithm, dataflow, precision, reg_covar, cfg, ran)
+            g = cached(key, lambda: GraphedFit(_state(K, X.shape[1], X.device), n_iter, ws,
+                                               lambda state, lls, ok: _iterate(X, sw, state, ws, lls, ok, algorithm,
+                                                                               dataflow, precision, reg_covar, cfg,
+                                                                               ran)))
+            state, lls, ok = g.run(weights, means, U, ws.center64)
+        else:
+            state = [weights.clone(), means.clone(), torch.zeros(K, X.shape[1], X.shape[1], dtype=torch.float64,
+                                                                 device=X.device), U.clone()]
+            lls = torch.zeros(n_iter, dtype=torch.float64, device=X.device)
+            ok_t = torch.ones((), dtype=torch.bool, device=X.device)
+            _iterate(X, sw, state, ws, lls, ok_t, algorithm, dataflow, precision, reg_covar, cfg, ran)
+            ok = bool(ok_t)
+        if ok:
+            return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls, algorithm,
+                             dataflow, precision, graphed, ran)
+    raise ValueError(ILL_DEFINED_COVARIANCE)

@@ -25,12 +25,13 @@ interpreter_compat.install()
 
 @triton.jit
 def _full_one_pass_kernel(
-    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, pair_i, pair_j,  # X (N, d) f32; w (N,) f32 when WEIGHTED
+    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j,  # X (N, d) f32; w (N,) f32 when WEIGHTED;
+    # shift (K_PAD, D_PAD) f32: the moments' per-component shifts when SHIFTED (kernels/full/tiles.py)
     scratch, slab, ll_part,  # scratch (P, BLOCK_N, K_PAD) f32; slab (P, rows, K_PAD); ll_part (P,) f64
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -50,8 +51,8 @@ def _full_one_pass_kernel(
             lam = tl.sum(p, 1)
             g = p * (wr / lam)[:, None]
             ll_acc += (wr * (m + tl.log(lam))).to(tl.float64)
-            accumulate_statistics(my_slab, K_PAD, 0, g, x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d,
-                                  stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+            accumulate_statistics(my_slab, K_PAD, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs,
+                                  N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         else:
             m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
             lam = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -68,17 +69,21 @@ def _full_one_pass_kernel(
             for k0 in range(0, K_PAD, BLOCK_K):
                 s = tl.load(my_scratch + rr[:, None] * K_PAD + (k0 + kl)[None, :])
                 g = tl.exp(s - L[:, None]) * wr[:, None]
-                accumulate_statistics(my_slab, K_PAD, k0, g, x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N,
-                                      d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+                accumulate_statistics(my_slab, K_PAD, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows, pair_i,
+                                      pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
     tl.store(ll_part + pid, tl.sum(ll_acc, 0))
 
 
-def one_pass_statistics(X, center, sample_weight, params, pairs, k_pad: int, dataflow: str, precision: str, cfg):
+def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
+                        cfg):
     """(statistics table (rows x k_pad) float64, ell (float64 scalar tensor)) of one E-step by Algorithm 2.
 
     X (N, d) float32; center (d_pad,) float32; sample_weight (N,) float32 or None; params =
-    :func:`kernels.full.parameters.score_parameters` for ``dataflow``; pairs its feature_pairs; cfg a FullConfig."""
+    :func:`kernels.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the center, on
+    the tensor cores) or (k_pad, d_pad) float32, the per-component shifts the moments are summed about
+    (:func:`kernels.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a FullConfig. The table's
+    moments are about the shifts (:func:`kernels.full.parameters.unpack_statistics`)."""
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)
@@ -89,9 +94,10 @@ def one_pass_statistics(X, center, sample_weight, params, pairs, k_pad: int, dat
     scratch = torch.empty(P if block_k < k_pad else 1, cfg.block_n, k_pad, dtype=torch.float32, device=X.device)
     ll_part = torch.empty(P, dtype=torch.float64, device=X.device)
     _full_one_pass_kernel[(P,)](
-        X, center, X if sample_weight is None else sample_weight, *params, pairs[0], pairs[1], scratch, slab, ll_part,
+        X, center, X if sample_weight is None else sample_weight, *params, center if shift is None else shift, pairs[0],
+        pairs[1], scratch, slab, ll_part,
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
-        PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+        PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return slab.sum(0, dtype=torch.float64), ll_part.sum()

@@ -113,8 +113,25 @@ def score_parameters(dataflow: str, weights, means, U, center, k_pad: int, d_pad
     raise ValueError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
 
 
-def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs):
-    """(n (K,), s (K, d), M2 (K, d, d)) float64 from the statistics table (rows x k_pad), about the kernel's center."""
+def moment_shifts(means, center, k_pad: int, d_pad: int) -> torch.Tensor:
+    """(k_pad, d_pad) float32, zero-padded: each component's incoming mean about the center, mu_k - c, the shift
+    its second moments are summed about in the kernels (kernels/full/tiles.py accumulate_statistics)."""
+    K, d = means.shape
+    shift = torch.zeros(k_pad, d_pad, dtype=torch.float32, device=means.device)
+    shift[:K, :d] = means - center
+    return shift
+
+
+def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs, shift: torch.Tensor | None = None):
+    """(n (K,), s (K, d), M2 (K, d, d)) float64 from the statistics table (rows x k_pad), about the kernel's center.
+
+    With ``shift`` (moments "component", :func:`moment_shifts`) the table's first and second moments are about
+    the per-component shifts m_k, t and M2_m; they are moved to the center here, in float64: s = t + n m,
+    M2 = M2_m + m t^T + t m^T + n m m^T.
+    Float32 sums about the center would carry u32 |x - c|^2 per entry of M2, more than reg_covar where a component
+    far from the center has fewer points than dimensions (1M_128_32 on the H200: 18 points in d = 32,
+    |mu - c|^2 = 215, 15 eigenvalues at reg_covar = 1e-6); the float64 move costs u64 |m|^2, and the M-step's
+    M2 / n - mu mu^T cancels it back to the shifted sums."""
     F = PAIR_BLOCK
     k_pad = stats.shape[1]
     d_pad = stats.shape[0] - 1 - pairs[0].shape[0] * F * F
@@ -130,7 +147,14 @@ def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs):
     M2 = torch.zeros(K, width * width, dtype=stats.dtype, device=stats.device)
     M2[:, r * width + c] = src
     M2[:, c * width + r] = src  # the lower block triangle by symmetry (diagonal blocks hold both orders)
-    return n, s, M2.view(K, width, width)[:, :d, :d]
+    M2 = M2.view(K, width, width)[:, :d, :d]
+    if shift is None:
+        return n, s, M2
+    m = shift[:K, :d].to(stats.dtype)
+    t = s  # about the shifts
+    mt = m[:, :, None] * t[:, None, :]
+    M2 = M2 + mt + mt.transpose(1, 2) + n[:, None, None] * m[:, :, None] * m[:, None, :]
+    return n, t + n[:, None] * m, M2
 
 
 def cholesky_precisions(covariances: torch.Tensor):

@@ -9,11 +9,13 @@ either dataflow of :mod:`kernels.full.parameters`:
   outer product of the row tile's feature blocks I and J, formed in registers (re-read from L1).
 
 The statistics of a responsibility tile g (rows x BLOCK_K, weights and row mask applied) are the
-same for both: n = sum g, s = (x - c)^T g, and per block pair phi^T g (the upper block triangle of
+same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper block triangle of
 sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
 (rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
 component do not fit in registers, and a slot read and written by one program needs no atomics.
-Products are TF32 splits (kernels.tf32x3) with the weights split on the host.
+Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
+(the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
+m_k instead (its incoming mean), float32 products reduced in registers, component by component.
 """
 from __future__ import annotations
 
@@ -113,24 +115,69 @@ def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, strid
 
 
 @triton.jit
-def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x,
-                          D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
-                          PRECISION: tl.constexpr):
+def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d,
+                          stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          F: tl.constexpr, PRECISION: tl.constexpr, SHIFTED: tl.constexpr):
     """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
-    program's (rows x KW), float32 or float64 (the sums over row tiles are taken in its dtype)."""
+    program's (rows x KW), float32 or float64 (the sums over row tiles are taken in its dtype).
+
+    Not SHIFTED (moments "center"): s = (x - c)^T g and per block pair phi^T g, the moments about the center
+    for every component of the tile at once, as TF32-split tensor-core products (``shift`` is not read).
+    SHIFTED (moments "component"): n = sum g; s and the pair blocks are component k's first and second moments
+    about its own shift m_k
+    (``shift`` (BLOCK_K x D_PAD) float32: row j is the incoming mean, centered, of the tile's j-th component),
+    sum g_k (x - c - m_k) and sum g_k (x - c - m_k)_I (x - c - m_k)_J^T, as float32 products and sums in
+    registers. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
+    component far from c with fewer points than dimensions (a covariance whose smallest eigenvalues are
+    reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
+    them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift takes the
+    products off the tensor cores (one column of g at a time), which is why it is the fallback, not the default."""
     kl = kofs + tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     ff = tl.arange(0, F * F)
     ptr = slab + kl
     tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
-    g_hi, g_lo = tf32x3.split(g, PRECISION)
-    part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32), PRECISION)
-    ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
-    tl.store(ptr, tl.load(ptr) + part)
+    if SHIFTED:
+        shifted_moments(slab, KW, kofs, g, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD,
+                        BLOCK_N, BLOCK_K, F)
+    else:
+        g_hi, g_lo = tf32x3.split(g, PRECISION)
+        part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
+                          PRECISION)
+        ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
+        tl.store(ptr, tl.load(ptr) + part)
+        for p in range(0, n_pairs):
+            phi = pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F)
+            phi_hi, phi_lo = tf32x3.split(phi, PRECISION)
+            block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
+                               PRECISION)
+            block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
+            tl.store(block_ptr, tl.load(block_ptr) + block)
+
+
+@triton.jit
+def shifted_moments(slab, KW, kofs, g, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d, stride_x,
+                    D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr):
+    """The first and second moments of :func:`accumulate_statistics` about each component's own shift."""
+    kj = tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, D_PAD)
+    ff = tl.arange(0, F * F)
+    a = tl.arange(0, F)
+    x = centered_tile(X, center, rows, dd, N, d, stride_x)
+    for j in range(0, BLOCK_K):
+        gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,)
+        part = tl.sum((x - tl.load(shift + j * D_PAD + dd)[None, :]) * gj[:, None], 0)
+        ptr = slab + (1 + dd) * KW + kofs + j
+        tl.store(ptr, tl.load(ptr) + part)
     for p in range(0, n_pairs):
-        phi_hi, phi_lo = tf32x3.split(pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F),
-                                      PRECISION)
-        block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
-                           PRECISION)
-        block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
-        tl.store(block_ptr, tl.load(block_ptr) + block)
+        ci = tl.load(pair_i + p) * F + a
+        cj = tl.load(pair_j + p) * F + a
+        xi = centered_tile(X, center, rows, ci, N, d, stride_x)
+        xj = centered_tile(X, center, rows, cj, N, d, stride_x)
+        for j in range(0, BLOCK_K):
+            gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,)
+            ai = (xi - tl.load(shift + j * D_PAD + ci)[None, :]) * gj[:, None]
+            aj = xj - tl.load(shift + j * D_PAD + cj)[None, :]
+            block = tl.sum(tl.reshape(ai[:, :, None] * aj[:, None, :], [BLOCK_N, F * F]), 0)
+            block_ptr = slab + (1 + D_PAD + p * F * F + ff) * KW + kofs + j
+            tl.store(block_ptr, tl.load(block_ptr) + block)

@@ -49,10 +49,11 @@ def _full_normalizer_kernel(
 
 @triton.jit
 def _full_statistics_kernel(
-    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, pair_i, pair_j, L, slab,  # slab (k_tiles, splits, rows, BLOCK_K)
+    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab (k_tiles, splits, rows, BLOCK_K)
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
+    SHIFTED: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
@@ -65,13 +66,13 @@ def _full_statistics_kernel(
                        bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
-        accumulate_statistics(my_slab, BLOCK_K, 0, g, x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d,
-                              stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)
+        accumulate_statistics(my_slab, BLOCK_K, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows, pair_i, pair_j,
+                              n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         tl.debug_barrier()  # this tile's slab writes, before the next tile's reads
 
 
-def two_pass_statistics(X, center, sample_weight, params, pairs, k_pad: int, dataflow: str, precision: str, cfg,
-                        L_buffer=None):
+def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
+                        cfg, L_buffer=None):
     """Same contract as :func:`kernels.full.one_pass.one_pass_statistics`; ``L_buffer`` (N,) float32 is the
     row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
@@ -90,7 +91,8 @@ def two_pass_statistics(X, center, sample_weight, params, pairs, k_pad: int, dat
                                         X.stride(0), SENTINEL_VALUE=SENTINEL, **meta)
     k_tiles, n_splits = statistics_grid(k_pad, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
     slab = torch.zeros(k_tiles, n_splits, rows, block_k, dtype=cfg.slab_dtype, device=X.device)
-    _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, pairs[0], pairs[1], L, slab, n_pairs, N,
-                                                 d, X.stride(0), n_tiles, n_splits, rows, **meta)
+    _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, center if shift is None else shift,
+                                                 pairs[0], pairs[1], L, slab, n_pairs, N, d, X.stride(0), n_tiles,
+                                                 n_splits, rows, SHIFTED=shift is not None, **meta)
     stats = slab.sum(1, dtype=torch.float64).permute(1, 0, 2).reshape(rows, k_pad)
     return stats, ll_part.sum()
