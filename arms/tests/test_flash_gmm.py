@@ -22,15 +22,16 @@ from kernels import reference as ref
 NO_SOURCE = "no Flash-GMM checkout: run make baselines"
 
 
-def their_source() -> str:
+def their_source(kernel_file: str = fg.KERNEL_FILE) -> str:
+    """Their pinned file (the diagonal kernel, or ``fg.FULL_KERNEL_FILE``): from FLASH_GMM_REPO's git, else the
+    clone `make baselines` made; the test skips without either."""
     repo = os.environ.get("FLASH_GMM_REPO")
     if repo:
-        out = subprocess.run(
-            ["git", "-C", repo, "show", f"{fg.PINNED_COMMIT}:{fg.KERNEL_FILE}"], capture_output=True, text=True
-        )
+        out = subprocess.run(["git", "-C", repo, "show", f"{fg.PINNED_COMMIT}:{kernel_file}"], capture_output=True,
+                             text=True)
         assert out.returncode == 0, f"FLASH_GMM_REPO={repo}: git show failed: {out.stderr}"
         return out.stdout
-    path = fg.REPO_ROOT / fg.DEFAULT_SRC / fg.KERNEL_FILE
+    path = fg.REPO_ROOT / fg.DEFAULT_SRC / kernel_file
     if path.is_file():
         return path.read_text()
     pytest.skip(NO_SOURCE)
@@ -322,21 +323,8 @@ def test_gpu_arm_runs_em_and_records_what_ran(arm):
 # ---------------------------------------------------------------- full covariances (flash_gmm_full_h100.py)
 
 
-def their_full_source() -> str:
-    repo = os.environ.get("FLASH_GMM_REPO")
-    if repo:
-        out = subprocess.run(["git", "-C", repo, "show", f"{fg.PINNED_COMMIT}:{fg.FULL_KERNEL_FILE}"],
-                             capture_output=True, text=True)
-        assert out.returncode == 0, f"FLASH_GMM_REPO={repo}: git show failed: {out.stderr}"
-        return out.stdout
-    path = fg.REPO_ROOT / fg.DEFAULT_SRC / fg.FULL_KERNEL_FILE
-    if path.is_file():
-        return path.read_text()
-    pytest.skip(NO_SOURCE)
-
-
 def test_every_full_edit_matches_their_pinned_full_file_once():
-    text = their_full_source()
+    text = their_source(fg.FULL_KERNEL_FILE)
     for e in fg.TF32X3_FULL_EDITS:
         assert text.count(e.anchor) == 1, e.name
     new = fg.rewrite(text, fg.TF32X3_FULL_EDITS, origin=fg.FULL_KERNEL_FILE)
@@ -380,7 +368,7 @@ def test_rewritten_full_kernel_in_the_interpreter_matches_float64(tmp_path):
     if torch.cuda.is_available() or not triton.knobs.runtime.interpret:
         pytest.skip("interpreter test: CPU only")
     cuda_assert = "assert X.is_cuda and mu.is_cuda"
-    text = their_full_source()
+    text = their_source(fg.FULL_KERNEL_FILE)
     assert text.count(cuda_assert) == 1
     text = text.replace(cuda_assert, "pass  # test only: CPU interpreter")
     module = import_text(fg.rewrite(text, fg.TF32X3_FULL_EDITS), tmp_path / "full.py", "flash_gmm_test_full")
