@@ -15,11 +15,11 @@ import torch
 from kernels import reference_full
 from kernels.datasets import make_dataset, shared_init
 from kernels.records import to_numpy
+from arms.tests.test_library_arms import LL_RTOL, param_mismatches  # the same float32 tolerances as diag
 
 FULL_ARMS = ["turbo_gmm", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 N, K_GEN, K, D, N_ITER, REG_COVAR = 1023, 3, 4, 5, 10, 1e-6
-LL_RTOL, WEIGHTS_ATOL, MEANS_ATOL, COV_RTOL = 1e-4, 1e-4, 1e-3, 1e-3
 ARM_OPTIONS = {"turbo_gmm": {"algorithm": "auto", "precision": "tf32x3"}}
 
 
@@ -43,17 +43,13 @@ def mean_ll(X, w, m, c) -> float:
     return float((top[:, 0] + np.log(np.exp(S - top).sum(1))).mean())
 
 
+def covariance_error(c, c_ref) -> float:
+    """The largest Frobenius error of a component's covariance, relative to its norm."""
+    return float((np.linalg.norm(c - c_ref, axis=(1, 2)) / np.linalg.norm(c_ref, axis=(1, 2))).max())
+
+
 def mismatches(got, want) -> list[str]:
-    (w, m, c), (w_ref, m_ref, c_ref) = got, want
-    out = []
-    if np.abs(w - w_ref).max() > WEIGHTS_ATOL:
-        out.append(f"weights off by {np.abs(w - w_ref).max():.2e}")
-    if np.abs(m - m_ref).max() > MEANS_ATOL:
-        out.append(f"means off by {np.abs(m - m_ref).max():.2e}")
-    rel = np.linalg.norm(c - c_ref, axis=(1, 2)) / np.linalg.norm(c_ref, axis=(1, 2))
-    if rel.max() > COV_RTOL:
-        out.append(f"covariances off by {rel.max():.2e} relative")
-    return out
+    return param_mismatches(got, want, covariance_error, "covariances")
 
 
 def test_the_shared_full_init_is_the_datas_covariance_with_the_diagonal_inits_variances(problem):
