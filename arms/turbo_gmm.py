@@ -82,7 +82,8 @@ def _prepare_full(X, init, n_iter, opts, algorithm, precision):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``kernels.GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``),
+    """``kernels.GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``; option
+    ``init_backend``: "sklearn" for scikit-learn's own draws, the turbo_gmm_sklearn_init arm),
     fitted from the host array and from the device tensor; the split is the estimator's own
     ``fit_profile_`` (CUDA events on the GPU, the host clock elsewhere)."""
     import warnings
@@ -96,7 +97,8 @@ def prepare_e2e(X_host, X_device, K, opts):
         def run():
             gm = GaussianMixture(n_components=K, covariance_type="diag", tol=opts["tol"], max_iter=opts["max_iter"],
                                  reg_covar=opts["reg_covar"], random_state=opts["seed"],
-                                 algorithm=opts.get("algorithm", "auto"), precision=opts.get("precision", "tf32x3"))
+                                 algorithm=opts.get("algorithm", "auto"), precision=opts.get("precision", "tf32x3"),
+                                 init_backend=opts.get("init_backend", "auto"))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)  # converged_ is recorded instead
                 gm.fit(X)

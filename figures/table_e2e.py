@@ -5,7 +5,7 @@
 One row per (shape, arm): wall seconds of the fastest fit from a host NumPy array and from a
 device tensor, the split of the fastest host fit (the phases the arm lets us see; "not split" is
 the wall time no measured phase accounts for), iterations taken, the gate's float64 log-likelihood
-per point, the ARI of the labels against the reference arm (scikit-learn where its fit is valid),
+per point (and its difference relative to the reference arm's), the ARI of the labels against the reference arm (scikit-learn where its fit is valid),
 and the host wall time over Turbo-GMM's. A cell that ran past its limit reads "> limit s" (a lower
 bound); other failures and unavailable arms read their status. Writes e2e.md beside the CSV
 (``<stem>.md`` for another CSV, e.g. e2e_smoke.md).
@@ -21,7 +21,7 @@ from harness.results import read_csv
 PHASES = [("transfer_s", "transfer"), ("validation_s", "validation"), ("init_s", "init"), ("em_s", "EM"),
           ("other_s", "other"), ("unsplit_s", "not split")]
 HEADER = ["Shape", "Arm", "Wall, host array (s)", "Wall, device tensor (s)", "Split of the host fit (s)",
-          "Iterations", "LL/point (float64)", "ARI vs reference", "Host wall vs Turbo-GMM", "Gate"]
+          "Iterations", "LL/point (float64; relative to the reference)", "ARI vs reference", "Host wall vs Turbo-GMM", "Gate"]
 
 
 def number(row: dict, column: str) -> float | None:
@@ -47,6 +47,13 @@ def split_text(row: dict) -> str:
     return ", ".join(parts) or "—"
 
 
+def ll_text(ll: float | None, rel: float | None, is_reference: bool) -> str:
+    """The float64 LL per point, with its difference relative to the reference arm's (not for the reference)."""
+    if ll is None:
+        return "—"
+    return f"{ll:.6f}" if rel is None or is_reference else f"{ll:.6f} ({rel:+.1e})"
+
+
 def table_rows(rows: list[dict]) -> list[list[str]]:
     ours = {r["shape"]: number(r, "e2e_wall_s_host") for r in rows
             if r["arm"] == "turbo_gmm" and r["status"] == "ok" and r["gate"] == "valid"}
@@ -62,11 +69,11 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
             versus = f"> {float(r['timeout_s']) / ours[r['shape']]:.0f}x slower"
         else:
             versus = "—"
-        ll, ari = number(r, "ll_per_point"), number(r, "ari")
+        ll, ari, rel = number(r, "ll_per_point"), number(r, "ari"), number(r, "rel_ll_diff")
         ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
         out.append([shape_label(r) if r["shape"] != last else "", r["label"], wall_text(r, "e2e_wall_s_host"),
                     wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
-                    r["iterations"] or "—", f"{ll:.6f}" if ll is not None else "—",
+                    r["iterations"] or "—", ll_text(ll, rel, r.get("reference_arm") == r["arm"]),
                     f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])
         last = r["shape"]
     return out

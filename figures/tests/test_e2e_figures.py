@@ -36,6 +36,7 @@ def test_table_and_figure_show_walls_splits_and_a_timeout_as_a_lower_bound(tmp_p
     assert "0.500 | 0.300 | transfer 0.100, validation 0.010, init 0.200, EM 0.180, other 0.010 | 5" in rows["Turbo-GMM"]
     assert "10.000 | — | init 4.000, not split 6.000 | 6" in rows["scikit-learn"]
     assert "20.00x slower" in rows["scikit-learn"] and "1.0000 |" in rows["Turbo-GMM"]  # ARI vs scikit-learn
+    assert "| -40.000000 (+0.0e+00) |" in rows["Turbo-GMM"] and "| -40.000000 |" in rows["scikit-learn"]
     assert "> 120 |" in rows["cuVS"] and "> 240x slower" in rows["cuVS"] and "fail (TIMEOUT)" in rows["cuVS"]
     paths = fig_e2e.render(csv)
     assert [p.name for p in paths] == ["fig_e2e.png", "fig_e2e.pdf"] and all(p.stat().st_size > 0 for p in paths)

@@ -49,13 +49,13 @@ def test_the_e2e_smoke_sweep_goes_from_cells_to_table_and_figure(tmp_path):
     """Our estimator, scikit-learn and an arm without an end-to-end fit, through the CLI, then render_all."""
     env = dict(os.environ, TRITON_INTERPRET="1")
     cmd = [sys.executable, "-m", "harness", "-m", "experiment=e2e_smoke", "shape=tiny_7_5",
-           "arm=turbo_gmm,sklearn,pytorch", f"hydra.sweep.dir={tmp_path / 'hydra'}",
+           "arm=turbo_gmm,sklearn,pytorch,turbo_gmm_sklearn_init", f"hydra.sweep.dir={tmp_path / 'hydra'}",
            f"results_dir={tmp_path / 'results'}", "device_label=testdev"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     device_dir = tmp_path / "results" / "testdev"
     rows = {r["arm"]: r for r in read_csv(device_dir / "e2e_smoke.csv")}
-    assert set(rows) == {"turbo_gmm", "sklearn", "pytorch"}
+    assert set(rows) == {"turbo_gmm", "sklearn", "pytorch", "turbo_gmm_sklearn_init"}
     assert rows["pytorch"]["status"] == "unavailable: no end-to-end fit"
     ours, sk = rows["turbo_gmm"], rows["sklearn"]
     for r in (ours, sk):
@@ -72,6 +72,10 @@ def test_the_e2e_smoke_sweep_goes_from_cells_to_table_and_figure(tmp_path):
     # both converge to the same optimum of well-separated data: same labels, same float64 likelihood
     assert float(sk["ari"]) == 1.0 and float(ours["ari"]) > 0.99
     assert abs(float(ours["rel_ll_diff"])) < 1e-4
+    # from scikit-learn's own draws: its iterations and optimum, to float32's agreement (tf32x3 in the e2e arm)
+    same = rows["turbo_gmm_sklearn_init"]
+    assert same["info"]["init_backend"] == "sklearn" and same["iterations"] == sk["iterations"]
+    assert float(same["ari"]) == 1.0 and abs(float(same["rel_ll_diff"])) < 1e-6
     paths = render_all.render_folder(device_dir, say=lambda _: None)
     assert {p.name for p in paths} >= {"e2e_smoke.md", "e2e_smoke_fig.png", "e2e_smoke_fig.pdf"}
     table = (device_dir / "e2e_smoke.md").read_text()
