@@ -37,7 +37,7 @@ FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # the precisions that score through the
 # Up to this much work per sweep (N K d multiply-adds of the score) an fp64 EM iteration costs what a tf32x3
 # one does, both at the kernels' launch floor, so precision="auto" takes float64 -- scikit-learn's arithmetic,
 # X kept in float64 -- for the whole fit. Table 1 on the H200, ms/iter, fp64 at 1c3b02c vs tf32x3 at ac2a7c6
-# (1c3b02c's tf32x3 rows carry a per-fit lift check, 0.11 ms at 20K): 20K_16_32 0.057 vs 0.052 and 20K_32_32
+# (1c3b02c's tf32x3 rows, 0.11 ms/iter at 20K, carry a per-fit lift check): 20K_16_32 0.057 vs 0.052 and 20K_32_32
 # 0.067 vs 0.066 (N K d = 1.0e7, 2.0e7), 20K_64_32 0.094 vs 0.061 (4.1e7: 1.5x), 1M_32_32 0.469 vs 0.203
 # (1.0e9: 2.3x). The data sets that ship with scikit-learn (iris to digits, N K d <= 1.2e6 at K = 10) are
 # far below it.
