@@ -28,8 +28,8 @@ def _tb(backend, *arrays):
 
 
 def _close(got, want, rel, name):
-    got = got.detach().cpu().double().numpy() if isinstance(got, torch.Tensor) else np.asarray(got, np.float64)
-    want = np.asarray(want, np.float64)
+    got, want = (a.detach().cpu().double().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, np.float64)
+                 for a in (got, want))
     err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-300)
     assert err <= rel, f"{name}: {err:.3g} > {rel:.3g}"
 
