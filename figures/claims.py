@@ -31,6 +31,7 @@ from harness.results import read_csv
 FACTOR_TOL = 1.5  # a measured figure within x1.5 of the paper's "holds" (different GPU, same class of claim)
 LIBRARIES = ["cuvs", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
 FUSED = ["turbo_gmm", "flash_gmm"]
+OURS = ["turbo_gmm", "turbo_gmm_fp64", "turbo_gmm_sklearn_init"]  # this project's arms (module arms.turbo_gmm)
 NOT_MEASURED = "not measured yet"
 
 

@@ -1,5 +1,6 @@
-"""figures.turbo_summary: the runner-up ignores rejected fits, a faster valid arm is counted against
-Turbo-GMM, and the median over Flash-GMM uses only shapes where both fits are valid."""
+"""figures.turbo_summary: the runner-up ignores rejected fits and this project's own arms (Turbo-GMM at fp64),
+a faster valid arm is counted against Turbo-GMM, and the median over Flash-GMM uses only shapes where both
+fits are valid."""
 from figures import turbo_summary
 from figures.tests.conftest import record, write_experiment
 
@@ -9,6 +10,7 @@ def test_runner_up_ratio_and_median_over_flash(tmp_path):
         record("table1", "turbo_gmm", "A", 1000, 16, 8, 1.0), record("table1", "flash_gmm", "A", 1000, 16, 8, 3.0),
         record("table1", "pytorch", "A", 1000, 16, 8, 0.5, gate="rejected (non-finite LL)"),
         record("table1", "sklearn", "A", 1000, 16, 8, 2.0),
+        record("table1", "turbo_gmm_fp64", "A", 1000, 16, 8, 0.7),  # ours, at another precision: no runner-up
         # shape B: a valid arm beats Turbo-GMM; Flash-GMM's fit is rejected, so B leaves the median
         record("table1", "turbo_gmm", "B", 2000, 16, 8, 1.0),
         record("table1", "flash_gmm", "B", 2000, 16, 8, 0.8, gate="rejected (sum(pi)=1.007)"),
