@@ -15,7 +15,7 @@ sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab 
 component do not fit in registers, and a slot read and written by one program needs no atomics.
 Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
 (the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
-m_k instead (its incoming mean), float32 products reduced in registers, component by component.
+m_k instead (its incoming mean), one tensor-core product per component.
 """
 from __future__ import annotations
 
@@ -130,16 +130,17 @@ def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows,
     registers. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
     component far from c with fewer points than dimensions (a covariance whose smallest eigenvalues are
     reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
-    them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift takes the
-    products off the tensor cores (one column of g at a time), which is why it is the fallback, not the default."""
+    them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift makes one
+    d_pad x d_pad product per component (one column of g at a time) where the center makes one per pair block
+    for the whole tile, and the column's sums are stored strided: the fallback, not the default."""
     kl = kofs + tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     ff = tl.arange(0, F * F)
     ptr = slab + kl
     tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
     if SHIFTED:
-        shifted_moments(slab, KW, kofs, g, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD,
-                        BLOCK_N, BLOCK_K, F)
+        shifted_moments(slab, KW, kofs, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F,
+                        PRECISION)
     else:
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
@@ -156,28 +157,30 @@ def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows,
 
 
 @triton.jit
-def shifted_moments(slab, KW, kofs, g, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d, stride_x,
-                    D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr):
-    """The first and second moments of :func:`accumulate_statistics` about each component's own shift."""
+def shifted_moments(slab, KW, kofs, g, X, center, shift, rows, N, d, stride_x,
+                    D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
+                    PRECISION: tl.constexpr):
+    """The first and second moments of :func:`accumulate_statistics` about each component's own shift: per
+    component j of the tile, y = x - c - m_j and one (D_PAD x BLOCK_N) @ (BLOCK_N x D_PAD) tensor-core product
+    (g_j y)^T y, whose upper block triangle goes to the pair blocks' rows (pair (I, J), I <= J, of the
+    ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs` does)."""
     kj = tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
-    ff = tl.arange(0, F * F)
-    a = tl.arange(0, F)
     x = centered_tile(X, center, rows, dd, N, d, stride_x)
+    blocks = (d + F - 1) // F
+    bi = (dd // F)[:, None]
+    bj = (dd // F)[None, :]
+    pair = bi * blocks - bi * (bi - 1) // 2 + (bj - bi)
+    m2_rows = 1 + D_PAD + pair * (F * F) + (dd % F)[:, None] * F + (dd % F)[None, :]
+    upper = (bi <= bj) & (bj < blocks)  # padded blocks past ceil(d / F) are 0 but would land in other rows
     for j in range(0, BLOCK_K):
-        gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,)
-        part = tl.sum((x - tl.load(shift + j * D_PAD + dd)[None, :]) * gj[:, None], 0)
+        gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,), 0 past N
+        y = x - tl.load(shift + j * D_PAD + dd)[None, :]
+        gy = y * gj[:, None]
         ptr = slab + (1 + dd) * KW + kofs + j
-        tl.store(ptr, tl.load(ptr) + part)
-    for p in range(0, n_pairs):
-        ci = tl.load(pair_i + p) * F + a
-        cj = tl.load(pair_j + p) * F + a
-        xi = centered_tile(X, center, rows, ci, N, d, stride_x)
-        xj = centered_tile(X, center, rows, cj, N, d, stride_x)
-        for j in range(0, BLOCK_K):
-            gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,)
-            ai = (xi - tl.load(shift + j * D_PAD + ci)[None, :]) * gj[:, None]
-            aj = xj - tl.load(shift + j * D_PAD + cj)[None, :]
-            block = tl.sum(tl.reshape(ai[:, :, None] * aj[:, None, :], [BLOCK_N, F * F]), 0)
-            block_ptr = slab + (1 + D_PAD + p * F * F + ff) * KW + kofs + j
-            tl.store(block_ptr, tl.load(block_ptr) + block)
+        tl.store(ptr, tl.load(ptr) + tl.sum(gy, 0))
+        a_hi, a_lo = tf32x3.split(tl.trans(gy), PRECISION)
+        b_hi, b_lo = tf32x3.split(y, PRECISION)
+        m2 = tf32x3.dot(a_hi, a_lo, b_hi, b_lo, tl.zeros([D_PAD, D_PAD], tl.float32), PRECISION)
+        ptr = slab + m2_rows * KW + kofs + j
+        tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)

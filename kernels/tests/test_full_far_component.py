@@ -68,13 +68,19 @@ def test_far_rank_deficient_component_fits_as_float64_em(algorithm, dataflow):
 
 
 @pytest.mark.parametrize("moments", ["center", "component"])
-def test_statistics_about_the_center_are_those_of_float64(moments):
+@pytest.mark.parametrize("algorithm, d, precision", [("one_pass", 16, "ieee"), ("two_pass", 16, "ieee"),
+                                                     ("one_pass", 5, "tf32x3"), ("two_pass", 13, "ieee"),
+                                                     ("one_pass", 20, "tf32x3"), ("two_pass", 20, "ieee")])
+def test_statistics_about_the_center_are_those_of_float64(moments, algorithm, d, precision):
     """unpack_statistics moves the shifted moments back to the center: estep_statistics' s and M2 match the
-    float64 reference's about the same center, summed about the center or about each component's mean."""
-    X, w, m, U, _ = far_cluster_problem(n_far=20)
+    float64 reference's about the same center, summed about the center or about each component's mean, at
+    d = 5 (one feature block, 11 padded features), 13 (two blocks) and 20 (three blocks in d_pad = 32: the
+    pair numbering and the upper-triangle mask of the component moments' stores)."""
+    X, w, m, U, _ = far_cluster_problem(d=d, n_far=20)
     Xt = torch.as_tensor(X, device=DEVICE)
     n, s, M2, _, c = kf.estep_statistics(Xt, *(torch.as_tensor(a, device=DEVICE) for a in (w, m, U)),
-                                         precision="ieee", config=SMALL_TILES, moments=moments)
+                                         algorithm=algorithm, precision=precision, config=SMALL_TILES,
+                                         moments=moments)
     n64, s64, M264, _ = rf.estep_full(X, w, m, U, center=c.cpu().numpy())
     scale = X.shape[0] * float(np.abs(X).max()) ** 2
     assert np.abs(M2.cpu().numpy() - M264).max() <= 1e-6 * scale
