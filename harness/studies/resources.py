@@ -1,18 +1,21 @@
 """What the compiler makes of a kernel configuration, without a GPU.
 
 Compiles Algorithm 2's and Algorithm 3's kernels (and the Gluon warp-specialized one pass and pass 2 where
-the launch config takes them) for sm_90 (Hopper) with Triton's own
-ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
+the launch config takes them), or with --covariance full those of kernels/full, for sm_90 (Hopper)
+with Triton's own ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
 memory per program, how many programs fit on one multiprocessor by each of those limits,
 and the global atomics and memory barriers in the SASS. The register and shared-memory
 budget decides how many warps hide the exponentials and loads behind the tensor cores.
 
     python -m harness.studies.resources --K 512 --d 32 --algorithm two_pass \\
         --config block_n=64,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8
+    python -m harness.studies.resources --covariance full --K 128 --d 32 --algorithm two_pass \\
+        --moments component --config block_n=64,num_stages=2
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -25,10 +28,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels.dispatch import launch_config
-from kernels.em import PRECISIONS
+from kernels.em import FLOAT32_PRECISIONS, PRECISIONS
+from kernels.full import config as full_config
+from kernels.full.config import FullConfig
+from kernels.full.parameters import PAIR_BLOCK, padded_sizes
 from kernels.launch import LaunchConfig, parse_config
 from kernels import one_pass, two_pass
-from kernels.lift import FP64, pow2_at_least_16
+from kernels.lift import FP64, SENTINEL, pow2_at_least_16
 
 SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
         "max_programs": 32}
@@ -51,6 +57,41 @@ def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
         "two_pass.normalizer": (two_pass._normalizer_kernel, norm, two_pass.normalizer_meta(cfg, k_pad, d_pad, precision)),
         "two_pass.statistics": (two_pass._statistics_kernel, stats, two_pass.statistics_meta(cfg, k_pad, d_pad, precision)),
     }
+
+
+# kernels/full's parameters by name, as its launches pass them: data, weights, shifts, scratch and slab float32
+# (slab_dtype float32), the ell partials float64, the feature-pair blocks int32; the scalars i32
+FULL_TYPES = {**dict.fromkeys(("X", "center", "w", "Wa", "Wb", "bias", "shift", "scratch", "slab", "L", "L_out"),
+                              PTRS32),
+              "ll_part": PTRS64, "pair_i": "*i32", "pair_j": "*i32",
+              **dict.fromkeys(("wa_lo", "wb_lo", "n_pairs", "N", "d", "stride_x", "n_tiles", "num_programs",
+                               "n_splits", "slab_rows"), I32)}
+
+
+def _full_kernels(algorithm: str) -> dict:
+    """kernel name -> jit function of kernels/full's ``algorithm``."""
+    from kernels.full import one_pass as full_one_pass, two_pass as full_two_pass
+
+    if algorithm == "one_pass":
+        return {"full.one_pass": full_one_pass._full_one_pass_kernel}
+    return {"full.two_pass.normalizer": full_two_pass._full_normalizer_kernel,
+            "full.two_pass.statistics": full_two_pass._full_statistics_kernel}
+
+
+def parse_full_config(text: str | None, algorithm: str, K: int, d: int) -> FullConfig:
+    """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
+    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2'; slab_dtype stays float32 (typed *fp32 here)."""
+    cfg = full_config.default_config(algorithm, K, d)
+    if not text:
+        return cfg
+    types = {f.name: f.type for f in dataclasses.fields(FullConfig) if f.name != "slab_dtype"}
+    kw = {}
+    for item in text.split(","):
+        key, value = item.split("=")
+        if key not in types:
+            raise ValueError(f"unknown full-config field {key!r}; fields: {', '.join(types)}")
+        kw[key] = float(value) if "float" in str(types[key]) else int(value)
+    return dataclasses.replace(cfg, **kw)
 
 
 def _ws_pass2(k_pad: int, cfg: LaunchConfig):
@@ -120,10 +161,14 @@ def _cuobjdump() -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
-def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None) -> list[dict]:
-    """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
+def _refuse_interpreter() -> None:
     if triton.knobs.runtime.interpret:
         raise RuntimeError("harness.studies.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
+
+
+def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None) -> list[dict]:
+    """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
+    _refuse_interpreter()
     cfg = cfg or launch_config(algorithm, K, d, precision)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
@@ -157,6 +202,40 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass and d_pad == 32
             and k_pad <= 128):
         rows.append(ws_one_pass_report(K))
+    return rows
+
+
+def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflow: str = "products",
+                precision: str = "tf32x3", cfg: FullConfig | None = None) -> list[dict]:
+    """One row per full-covariance kernel of ``algorithm`` at (K, d), unweighted, with ``cfg`` (default:
+    kernels.full.config.default_config): :func:`_usage` plus the SASS's tensor-core products (HMMA / HGMMA),
+    which say whether the score and the statistics reached the tensor cores. Moments "component" is the
+    statistics kernels' SHIFTED variant (one tensor-core product per component, kernels/full/tiles.py)."""
+    _refuse_interpreter()
+    cfg = cfg or full_config.default_config(algorithm, K, d)
+    k_pad, d_pad = padded_sizes(K, d)
+    block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
+    meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
+                DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=False, SENTINEL_VALUE=SENTINEL,
+                SHIFTED=moments == "component")
+    rows = []
+    for name, fn in _full_kernels(algorithm).items():
+        constexprs = {k: v for k, v in meta.items() if k in fn.arg_names}  # as each launch passes them
+        sig = {a: "constexpr" if a in constexprs else FULL_TYPES[a] for a in fn.arg_names}
+        row = {"kernel": name, "K": K, "d": d, "precision": precision, "moments": moments, "dataflow": dataflow,
+               "block_n": cfg.block_n, "block_k": block_k, "cols": cfg.cols, "num_warps": cfg.num_warps,
+               "num_stages": cfg.num_stages, "launch_programs_per_sm": cfg.programs_per_sm}
+        try:
+            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+        except Exception as e:  # e.g. a COLS that is no power of two: a finding, not a crash
+            while e.__cause__ is not None:  # a CompilationError's own text is where, its innermost cause what
+                e = e.__cause__
+            what = str(e).strip().split("\n")[-1]
+            rows.append({**row, "error": f"{type(e).__name__}: {what[:160]}"})
+            continue
+        rows.append({**row, **_usage(compiled, cfg.num_warps),
+                     "sass_tensor_core_ops": len(re.findall(r"\bH(?:G)?MMA\b", _sass(compiled)))})
     return rows
 
 
@@ -201,10 +280,20 @@ def main(argv=None) -> None:
     p.add_argument("--d", type=int, required=True)
     p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
     p.add_argument("--precision", default="tf32x3", choices=PRECISIONS)
-    p.add_argument("--config", action="append", default=[None], help="LaunchConfig as in harness.studies.measure (repeatable)")
+    p.add_argument("--covariance", default="diag", choices=("diag", "full"))
+    p.add_argument("--moments", default="center", choices=("center", "component"), help="full only")
+    p.add_argument("--dataflow", default="products", choices=("products", "lift"), help="full only")
+    p.add_argument("--config", action="append", default=[None],
+                   help="LaunchConfig as in harness.studies.measure, or under full FullConfig fields over "
+                        "default_config (repeatable)")
     a = p.parse_args(argv)
+    if a.covariance == "full" and a.precision not in FLOAT32_PRECISIONS:
+        p.error(f"--covariance full takes --precision {' or '.join(FLOAT32_PRECISIONS)}")
     for text in a.config:
-        for row in report(a.K, a.d, a.algorithm, a.precision, parse_config(text)):
+        rows = (report(a.K, a.d, a.algorithm, a.precision, parse_config(text)) if a.covariance == "diag" else
+                full_report(a.K, a.d, a.algorithm, a.moments, a.dataflow, a.precision,
+                            parse_full_config(text, a.algorithm, a.K, a.d)))
+        for row in rows:
             print(json.dumps(row), flush=True)
 
 

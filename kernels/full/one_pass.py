@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.full.parameters import PAIR_BLOCK, statistics_rows
+from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
 from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
 from kernels.launch import program_count
 from kernels.lift import SENTINEL
@@ -27,7 +27,7 @@ interpreter_compat.install()
 def _full_one_pass_kernel(
     X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j,  # X (N, d) f32; w (N,) f32 when WEIGHTED;
     # shift (K_PAD, D_PAD) f32: the moments' per-component shifts when SHIFTED (kernels/full/tiles.py)
-    scratch, slab, ll_part,  # scratch (P, BLOCK_N, K_PAD) f32; slab (P, rows, K_PAD); ll_part (P,) f64
+    scratch, slab, ll_part,  # scratch (P, BLOCK_N, K_PAD) f32; slab (P, rows, K_PAD) (zero_slab); ll_part (P,) f64
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
@@ -51,8 +51,8 @@ def _full_one_pass_kernel(
             lam = tl.sum(p, 1)
             g = p * (wr / lam)[:, None]
             ll_acc += (wr * (m + tl.log(lam))).to(tl.float64)
-            accumulate_statistics(my_slab, K_PAD, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs,
-                                  N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
+            accumulate_statistics(my_slab, K_PAD, slab_rows, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j,
+                                  n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         else:
             m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
             lam = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -69,8 +69,9 @@ def _full_one_pass_kernel(
             for k0 in range(0, K_PAD, BLOCK_K):
                 s = tl.load(my_scratch + rr[:, None] * K_PAD + (k0 + kl)[None, :])
                 g = tl.exp(s - L[:, None]) * wr[:, None]
-                accumulate_statistics(my_slab, K_PAD, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows, pair_i,
-                                      pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
+                accumulate_statistics(my_slab, K_PAD, slab_rows, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD,
+                                      rows, pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F,
+                                      PRECISION, SHIFTED)
         tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
     tl.store(ll_part + pid, tl.sum(ll_acc, 0))
 
@@ -90,7 +91,7 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     rows = statistics_rows(d_pad, pairs[0].shape[0])
     n_tiles = triton.cdiv(N, cfg.block_n)
     P = program_count(n_tiles, X.device, cfg.programs_per_sm)
-    slab = torch.zeros(P, rows, k_pad, dtype=cfg.slab_dtype, device=X.device)
+    slab = zero_slab((P,), rows, k_pad, shift is not None, cfg.slab_dtype, X.device)
     scratch = torch.empty(P if block_k < k_pad else 1, cfg.block_n, k_pad, dtype=torch.float32, device=X.device)
     ll_part = torch.empty(P, dtype=torch.float64, device=X.device)
     _full_one_pass_kernel[(P,)](
@@ -100,4 +101,4 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return slab.sum(0, dtype=torch.float64), ll_part.sum()
+    return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()

@@ -48,6 +48,20 @@ def statistics_rows(d_pad: int, n_pairs: int) -> int:
     return 1 + d_pad + n_pairs * PAIR_BLOCK * PAIR_BLOCK
 
 
+def zero_slab(lead: tuple, rows: int, width: int, shifted: bool, dtype, device) -> torch.Tensor:
+    """Zeroed statistics slabs (*lead, rows, width), one a program; component-major (*lead, width, rows) for the
+    component moments, whose sums the kernels add a component at a time (kernels/full/tiles.py)."""
+    return torch.zeros(*lead, *((width, rows) if shifted else (rows, width)), dtype=dtype, device=device)
+
+
+def slab_table(summed: torch.Tensor, shifted: bool) -> torch.Tensor:
+    """The statistics table (rows x k_pad) from slabs summed over programs, (k_tiles, rows, width) or, shifted,
+    (k_tiles, width, rows): component tile t holds components t * width ... (t + 1) * width - 1."""
+    if shifted:
+        return summed.reshape(-1, summed.shape[-1]).T
+    return summed.permute(1, 0, 2).reshape(summed.shape[1], -1)
+
+
 def split_tf32(W: torch.Tensor, precision: str) -> torch.Tensor:
     """(2, *W.shape) float32 under tf32x3: W's TF32 high half and the exact remainder (kernels.tf32x3.split
     on the host); (1, *W.shape), W itself, under any other precision."""

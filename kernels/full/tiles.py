@@ -115,11 +115,12 @@ def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, strid
 
 
 @triton.jit
-def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs, N, d,
-                          stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs, N,
+                          d, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           F: tl.constexpr, PRECISION: tl.constexpr, SHIFTED: tl.constexpr):
     """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
-    program's (rows x KW), float32 or float64 (the sums over row tiles are taken in its dtype).
+    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (kernels.full.parameters.zero_slab), float32 or float64
+    (the sums over row tiles are taken in its dtype).
 
     Not SHIFTED (moments "center"): s = (x - c)^T g and per block pair phi^T g, the moments about the center
     for every component of the tile at once, as TF32-split tensor-core products (``shift`` is not read).
@@ -132,16 +133,19 @@ def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows,
     reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
     them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift makes one
     d_pad x d_pad product per component (one column of g at a time) where the center makes one per pair block
-    for the whole tile, and the column's sums are stored strided: the fallback, not the default."""
+    for the whole tile: the fallback, not the default. Its sums are a component's at a time, so its slab holds
+    each component's ROWS sums contiguously."""
     kl = kofs + tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     ff = tl.arange(0, F * F)
-    ptr = slab + kl
-    tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
     if SHIFTED:
-        shifted_moments(slab, KW, kofs, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F,
-                        PRECISION)
+        ptr = slab + kl * ROWS
+        tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
+        shifted_moments(slab + kofs * ROWS, ROWS, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N,
+                        BLOCK_K, F, PRECISION)
     else:
+        ptr = slab + kl
+        tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
                           PRECISION)
@@ -157,13 +161,14 @@ def accumulate_statistics(slab, KW, kofs, g, x_hi, x_lo, X, center, shift, rows,
 
 
 @triton.jit
-def shifted_moments(slab, KW, kofs, g, X, center, shift, rows, N, d, stride_x,
+def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
                     D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
                     PRECISION: tl.constexpr):
     """The first and second moments of :func:`accumulate_statistics` about each component's own shift: per
     component j of the tile, y = x - c - m_j and one (D_PAD x BLOCK_N) @ (BLOCK_N x D_PAD) tensor-core product
     (g_j y)^T y, whose upper block triangle goes to the pair blocks' rows (pair (I, J), I <= J, of the
-    ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs` does)."""
+    ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs` does); ``slab`` is
+    the tile's first component's ROWS sums, component-major."""
     kj = tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     x = centered_tile(X, center, rows, dd, N, d, stride_x)
@@ -177,10 +182,10 @@ def shifted_moments(slab, KW, kofs, g, X, center, shift, rows, N, d, stride_x,
         gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,), 0 past N
         y = x - tl.load(shift + j * D_PAD + dd)[None, :]
         gy = y * gj[:, None]
-        ptr = slab + (1 + dd) * KW + kofs + j
+        ptr = slab + j * ROWS + 1 + dd
         tl.store(ptr, tl.load(ptr) + tl.sum(gy, 0))
         a_hi, a_lo = tf32x3.split(tl.trans(gy), PRECISION)
         b_hi, b_lo = tf32x3.split(y, PRECISION)
         m2 = tf32x3.dot(a_hi, a_lo, b_hi, b_lo, tl.zeros([D_PAD, D_PAD], tl.float32), PRECISION)
-        ptr = slab + m2_rows * KW + kofs + j
+        ptr = slab + j * ROWS + m2_rows
         tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)

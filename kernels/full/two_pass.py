@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.full.parameters import PAIR_BLOCK, statistics_rows
+from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
 from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
 from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
@@ -49,7 +49,7 @@ def _full_normalizer_kernel(
 
 @triton.jit
 def _full_statistics_kernel(
-    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab (k_tiles, splits, rows, BLOCK_K)
+    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab (k_tiles, splits, rows, BLOCK_K) (zero_slab)
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
@@ -66,8 +66,8 @@ def _full_statistics_kernel(
                        bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
-        accumulate_statistics(my_slab, BLOCK_K, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows, pair_i, pair_j,
-                              n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
+        accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
+                              pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         tl.debug_barrier()  # this tile's slab writes, before the next tile's reads
 
 
@@ -90,9 +90,8 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     _full_normalizer_kernel[(n_tiles,)](X, center, weights, *params, pairs[0], pairs[1], L, ll_part, n_pairs, N, d,
                                         X.stride(0), SENTINEL_VALUE=SENTINEL, **meta)
     k_tiles, n_splits = statistics_grid(k_pad, block_k, program_count(n_tiles, X.device, cfg.programs_per_sm))
-    slab = torch.zeros(k_tiles, n_splits, rows, block_k, dtype=cfg.slab_dtype, device=X.device)
+    slab = zero_slab((k_tiles, n_splits), rows, block_k, shift is not None, cfg.slab_dtype, X.device)
     _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, center if shift is None else shift,
                                                  pairs[0], pairs[1], L, slab, n_pairs, N, d, X.stride(0), n_tiles,
                                                  n_splits, rows, SHIFTED=shift is not None, **meta)
-    stats = slab.sum(1, dtype=torch.float64).permute(1, 0, 2).reshape(rows, k_pad)
-    return stats, ll_part.sum()
+    return slab_table(slab.sum(1, dtype=torch.float64), shift is not None), ll_part.sum()

@@ -92,3 +92,23 @@ def test_fp64_kernels_compile_to_float64_tensor_core_products(algorithm):
         for r in rows:
             assert "error" not in r, r
             assert r["precision"] == "fp64" and r["ptx_f64_mma"] > 0, r
+
+
+@pytest.mark.parametrize("moments", ["center", "component"])
+@pytest.mark.parametrize("algorithm, K", [("one_pass", 32), ("two_pass", 128)])
+def test_full_covariance_kernels_compile_to_tensor_core_products(algorithm, K, moments):
+    """--covariance full: kernels/full's kernels at their default config and at a --config one compile for sm_90
+    within 255 registers with their products on the tensor cores; a COLS that is no power of two is an error
+    row, not a crash."""
+    names = ["full.one_pass"] if algorithm == "one_pass" else ["full.two_pass.normalizer", "full.two_pass.statistics"]
+    rows = report_rows("--covariance", "full", "--K", str(K), "--d", "32", "--algorithm", algorithm, "--moments",
+                       moments, "--config", "block_n=64,num_stages=2", "--config", "cols=48")
+    assert [r["kernel"] for r in rows] == names * 3
+    compiled, configured, failed = rows[: len(names) * 2], rows[len(names): len(names) * 2], rows[len(names) * 2:]
+    assert all(r["block_n"] == 64 and r["num_stages"] == 2 for r in configured), configured
+    for r in compiled:
+        assert "error" not in r, r
+        assert r["moments"] == moments and r["dataflow"] == "products", r
+        assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0 and r["programs_per_sm"] >= 1, r
+        assert r["sass_tensor_core_ops"] > 0, r
+    assert all("power of 2" in r["error"] for r in failed), failed
