@@ -41,7 +41,7 @@ SHAPES = ["1M_32_32", "4M_16_64", "1M_128_32", "20M_32_16", "1M_256_16"]
 RATES = {"tf32x3": 396e12 / 3, "ieee": 67e12}
 HBM_BYTES_PER_S = 4.3e12
 COLUMNS = ["date", "git_commit", "device", "shape", "N", "K", "d", "covariance", "dataflow", "algorithm", "precision",
-           "slab_dtype", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms", "roofline_frac",
+           "slab_dtype", "moments", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms", "roofline_frac",
            "accuracy_rows", "err_ell", "err_weights", "err_means", "err_covariances"]
 
 
@@ -61,19 +61,22 @@ def roofline_ms(covariance, precision, N, K, d) -> float:
 
 
 def variants(K: int, d: int, precisions, float64_slab: bool):
-    """(covariance, dataflow, algorithm, precision, slab dtype) to run at this shape; ``float64_slab`` adds the
-    rule's choice with its statistics summed in float64 (accuracy against slab traffic)."""
+    """(covariance, dataflow, algorithm, precision, slab dtype, moments) to run at this shape: full covariances'
+    moments about the center (a fit whose Cholesky fails there is a row with its error), and the rule's choice
+    with the component moments, the fallback (kernels.full.em); ``float64_slab`` adds the rule's choice with its
+    statistics summed in float64 (accuracy against slab traffic)."""
+    rule = (full_config.choose_dataflow(d), full_config.choose_algorithm(K, d))
     out = []
     for precision in precisions:
         for dataflow in ("products", "lift"):
             for algorithm in ("one_pass", "two_pass"):
-                out.append(("full", dataflow, algorithm, precision, torch.float32))
+                out.append(("full", dataflow, algorithm, precision, torch.float32, "center"))
+        out.append(("full", *rule, precision, torch.float32, "component"))
         if float64_slab:
-            out.append(("full", full_config.choose_dataflow(d), full_config.choose_algorithm(K, d), precision,
-                        torch.float64))
+            out.append(("full", *rule, precision, torch.float64, "center"))
         for algorithm in ("one_pass", "two_pass"):
-            out.append(("tied", "whitened", algorithm, precision, None))
-        out.append(("diag", "lift", "auto", precision, None))
+            out.append(("tied", "whitened", algorithm, precision, None, ""))
+        out.append(("diag", "lift", "auto", precision, None, ""))
     return out
 
 
@@ -86,14 +89,14 @@ def initial_parameters(X, K: int, seed: int):
     return w, m, U, U[0].clone(), v
 
 
-def run_fit(covariance, dataflow, algorithm, precision, slab_dtype, X, params, n_iter, cuda_graph=True):
+def run_fit(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, n_iter, cuda_graph=True):
     w, m, U, U_tied, v = params
     zero = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)  # the data is centered already
     if covariance == "full":
         cfg = full_config.default_config(algorithm, m.shape[0], X.shape[1])
         cfg = FullConfig(**{**cfg.__dict__, "slab_dtype": slab_dtype})
         return kf.fit(X, (w, m, U), n_iter, dataflow=dataflow, algorithm=algorithm, precision=precision, center=zero,
-                      config=cfg, cuda_graph=cuda_graph)
+                      config=cfg, cuda_graph=cuda_graph, moments=moments)
     if covariance == "tied":
         return kt.fit(X, (w, m, U_tied), n_iter, algorithm=algorithm, precision=precision, center=zero,
                       cuda_graph=cuda_graph)
@@ -159,9 +162,9 @@ def reference_step(X, w, m, U, covariance: str, reg_covar: float, chunk_elems: i
     return ell, nk / nk.sum(), mu, cov
 
 
-def accuracy(covariance, dataflow, algorithm, precision, slab_dtype, X, params, reference):
+def accuracy(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, reference):
     """Relative errors of one step's (ell, weights, means, covariances) against the float64 reference."""
-    r = run_fit(covariance, dataflow, algorithm, precision, slab_dtype, X, params, 1, cuda_graph=False)
+    r = run_fit(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, 1, cuda_graph=False)
     ell, w, m, cov = reference
     got_cov = r.variances if covariance == "diag" else r.covariances
     rel = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))  # noqa: E731
@@ -173,7 +176,8 @@ def implied_rule(rows):
     """The thresholds of kernels/full/config.py the valid full-covariance rows imply (None where no row says)."""
     best = {}
     for r in rows:
-        if r["covariance"] != "full" or r["status"] != "ok" or r["slab_dtype"] != "float32":
+        if (r["covariance"] != "full" or r["status"] != "ok" or r["slab_dtype"] != "float32"
+                or r.get("moments", "center") != "center"):
             continue
         key = (r["shape"], r["dataflow"], r["algorithm"])
         best[key] = min(best.get(key, math.inf), float(r["ms_per_iter"]))
@@ -231,20 +235,20 @@ def main(argv=None) -> None:
                   f"{roofline_ms('tied', 'tf32x3', N, K, d):.3f} ms, diag {roofline_ms('diag', 'tf32x3', N, K, d):.3f} ms",
                   flush=True)
             float64_slab = shape == a.shapes.split(",")[0]
-            for covariance, dataflow, algorithm, precision, slab_dtype in variants(K, d, a.precisions.split(","),
-                                                                                   float64_slab):
+            for covariance, dataflow, algorithm, precision, slab_dtype, moments in variants(
+                    K, d, a.precisions.split(","), float64_slab):
                 row = {**common, "shape": shape, "N": N, "K": K, "d": d, "covariance": covariance,
                        "dataflow": dataflow, "algorithm": algorithm, "precision": precision,
-                       "slab_dtype": str(slab_dtype).replace("torch.", "") if slab_dtype else "",
+                       "slab_dtype": str(slab_dtype).replace("torch.", "") if slab_dtype else "", "moments": moments,
                        "roofline_ms": f"{roofline_ms(covariance, precision, N, K, d):.4f}", "accuracy_rows": Xa.shape[0]}
                 if time.perf_counter() - start > a.budget_s:
                     row["status"] = "skipped: time budget"
                 else:
                     try:
                         graphed, times = time_fit(lambda g: run_fit(covariance, dataflow, algorithm, precision,
-                                                                    slab_dtype, X, params, a.n_iter, g), a.reps,
-                                                  a.n_iter)
-                        errs = accuracy(covariance, dataflow, algorithm, precision, slab_dtype, Xa, params,
+                                                                    slab_dtype, moments, X, params, a.n_iter, g),
+                                                  a.reps, a.n_iter)
+                        errs = accuracy(covariance, dataflow, algorithm, precision, slab_dtype, moments, Xa, params,
                                         refs[covariance])
                         best = min(times)
                         row.update(status="ok", graphed=graphed, ms_per_iter=f"{best:.4f}",
@@ -258,7 +262,7 @@ def main(argv=None) -> None:
                 writer.writerow(row)
                 f.flush()
                 rows.append(row)
-                print(f"  {covariance:4s} {dataflow:8s} {algorithm:8s} {precision:6s} {row['slab_dtype']:7s} "
+                print(f"  {covariance:4s} {dataflow:8s} {algorithm:8s} {precision:6s} {row['slab_dtype']:7s} {moments:9s} "
                       f"{row['status'][:60]:10s} {row.get('ms_per_iter', ''):>9s} ms/iter  roofline "
                       f"{row.get('roofline_frac', ''):>6s}  err ell {row.get('err_ell', '')} cov "
                       f"{row.get('err_covariances', '')}", flush=True)

@@ -31,23 +31,26 @@ def test_reference_step_is_float64_em():
     assert var.shape == (3, 4)
 
 
-@pytest.mark.parametrize("covariance,dataflow,algorithm", [("full", "lift", "one_pass"), ("full", "products", "two_pass"),
-                                                           ("tied", "whitened", "two_pass"), ("diag", "lift", "auto")])
-def test_every_variant_runs_and_is_accurate(covariance, dataflow, algorithm):
+@pytest.mark.parametrize("covariance,dataflow,algorithm,moments", [
+    ("full", "lift", "one_pass", "center"), ("full", "products", "two_pass", "center"),
+    ("full", "products", "one_pass", "component"), ("tied", "whitened", "two_pass", ""), ("diag", "lift", "auto", "")])
+def test_every_variant_runs_and_is_accurate(covariance, dataflow, algorithm, moments):
     X = make_dataset(300, 3, 5, 1, "cuda" if torch.cuda.is_available() else "cpu").X  # the kernels' device
     params = fb.initial_parameters(X, 3, 1)
     U = params[3].expand(3, 5, 5) if covariance == "tied" else params[2]
     ref = fb.reference_step(X, params[0], params[1], U, covariance, 1e-6)
-    errs = fb.accuracy(covariance, dataflow, algorithm, "tf32x3", torch.float32, X, params, ref)
+    errs = fb.accuracy(covariance, dataflow, algorithm, "tf32x3", torch.float32, moments, X, params, ref)
     assert max(errs) < 1e-5, errs
 
 
 def test_implied_rule_reads_the_thresholds_off_the_rows():
     def row(shape, dataflow, algorithm, ms):
         return {"shape": shape, "covariance": "full", "status": "ok", "slab_dtype": "float32", "dataflow": dataflow,
-                "algorithm": algorithm, "ms_per_iter": str(ms)}
+                "algorithm": algorithm, "moments": "center", "ms_per_iter": str(ms)}
     rows = [row("1M_16_16", "products", "one_pass", 1.0), row("1M_16_16", "lift", "two_pass", 2.0),
             row("1M_128_32", "lift", "two_pass", 1.0), row("1M_128_32", "products", "one_pass", 3.0)]
     assert fb.implied_rule(rows) == (16 * 16 * 16, True, 32, True)
+    component = dict(row("1M_128_32", "products", "one_pass", 0.1), moments="component")
+    assert fb.implied_rule(rows + [component]) == (16 * 16 * 16, True, 32, True)  # the fallback is no rule's row
     rows.append(row("1M_1024_8", "products", "one_pass", 0.5))  # one pass wins above a two-pass win
     assert fb.implied_rule(rows)[1] is False
