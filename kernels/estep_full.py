@@ -9,7 +9,8 @@ taken once per fit (:func:`centered_moments`), not once per iteration.
 
 ``backend``: "triton" (kernels/full and kernels/tied's fused E-steps on a float32 tensor, CUDA or
 the interpreter) or "torch" (float64 torch ops on any device; (rows, K, d) temporaries, callers
-bound the rows, :func:`bytes_per_row`). Parameters are scikit-learn's: precisions Cholesky U
+bound the rows, :func:`bytes_per_row`), which "triton" at precision "fp64" also takes: the fused
+kernels of these types are float32 only. Parameters are scikit-learn's: precisions Cholesky U
 (upper triangular, U U^T = Sigma^-1), (K, d, d) full or (d, d) tied.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kernels.em import resolve_algorithm
 from kernels.full import config as full_config
 from kernels.full import em as full_em
 from kernels.full.parameters import log_det_cholesky, mstep_full
+from kernels.lift import FP64
 from kernels.tied import em as tied_em
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -95,6 +97,8 @@ class BlockStatistics:
         self.center64 = center.double()
         self.ws = None  # made for the first block (and again for a longer one: Algorithm 3's L holds its rows)
         self.moments = "center"  # full on the kernels: "component" once a Cholesky failed (kernels.full.em)
+        if backend == "triton" and precision == FP64:  # the kernels are float32: float64 torch ops on X's device
+            self.backend = backend = "torch"
         if backend == "triton":
             self.precision = precision
             if covariance_type == "full":

@@ -24,7 +24,9 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
   "fp64" -- the near-constant features of issue 20, whose floored variances make the float32 lift cancel
   terms of ~1e9; "fp64" computes the E-step in float64 on the kernels. A float64 X reaches a fit that is fp64
   throughout (explicit, or auto at the floor) in float64, unrounded; otherwise as float32, as below. Full and
-  tied refuse "fp64" by name (their kernels are float32; "auto" runs them at "tf32x3").
+  tied have float32 kernels only: their "fp64" is the float64 torch E-step on X's device (``algorithm_``
+  "torch_float64"), which "auto" takes where N K d^2 <= ``kernels.precision.MATRIX_FP64_FLOOR_WORK`` (every
+  data set that ships with scikit-learn), else "tf32x3".
   ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU fallback),
   ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
@@ -683,8 +685,8 @@ class _FitData:
         self.shape, self.device, self.backend, self.reg_covar = (N, d), device, backend, reg_covar
         self.covariance_type = covariance_type
         self.auto = precision == "auto"
-        if self.auto and covariance_type not in MATRIX_TYPES and fp64_costs_nothing(N, K, d):
-            self.auto, precision = False, FLOAT64  # fp64 at the launch floor: scikit-learn's arithmetic for the fit
+        if self.auto and fp64_costs_nothing(N, K, d, covariance_type):
+            self.auto, precision = False, FLOAT64  # float64 at no cost: scikit-learn's arithmetic for the fit
         self.precision = AUTO_PRECISIONS[0] if self.auto else precision  # auto: updated by choose_precision
         # The fp64 kernels read float64 X where it is: a float64 X stays float64 for them (no float32 rounding)
         float64_input = X.dtype == (torch.float64 if isinstance(X, torch.Tensor) else np.float64)
@@ -791,7 +793,7 @@ class _FitData:
 
     def choose_precision(self, params, first=False) -> str:
         """The precision of the next iteration from :meth:`iterate`'s ``params``: "fp64" on the float64 CPU
-        fallback; full and tied keep theirs (float32 kernels); diag and spherical under "auto" "tf32x3" if the
+        fallback; full and tied keep theirs; diag and spherical under "auto" "tf32x3" if the
         float32 lift's bound is within the tolerance, else "fp64"; a float32 precision given explicitly is
         kept, with one :class:`Float32LiftWarning` per fit where the bound at a start's initial parameters
         (``first``) exceeds the tolerance."""
@@ -865,9 +867,9 @@ class _FitData:
         sums = [st.n, st.s] + ([] if st.M2 is None else [st.M2])
         finite = torch.stack([torch.isfinite(t).all() for t in sums]).all()
         ll, ok, finite = torch.stack([st.ll, ok.double(), finite.double()]).tolist()  # one host read
-        if not (np.isfinite(ll) and finite) and self.backend == "triton":  # the float32 kernels left float32's range
+        if not (np.isfinite(ll) and finite) and self.block.backend == "triton":  # float32 kernels out of range
             raise Float32RangeError()
-        if not ok and np.isfinite(ll) and self.covariance_type == "full" and self.backend == "triton" \
+        if not ok and np.isfinite(ll) and self.covariance_type == "full" and self.block.backend == "triton" \
                 and self.block.moments == "center":
             self.block.moments = "component"
             return self._iterate_matrix(w0, m0, cov0, U0)

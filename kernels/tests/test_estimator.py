@@ -32,10 +32,18 @@ from kernels import estep_full
 from kernels.estimator import COVARIANCE_TYPES
 from kernels.mstep import IllDefinedCovarianceError
 from kernels.tests.conftest import run_isolated
+from kernels import precision as precision_module
 
 KERNEL_BACKEND = "triton" if torch.cuda.is_available() else "triton-interpreter"
 EXCLUDED_CHECKS = {"check_array_api_input"}
 BACKENDS = ["cpu", "auto"]
+
+
+@pytest.fixture(autouse=True)
+def matrix_types_on_the_kernels(monkeypatch):
+    """device="auto" here means the fused kernels for full and tied too: at these tests' sizes precision="auto"
+    would take their float64 torch E-step (kernels.precision.MATRIX_FP64_FLOOR_WORK; test_precision tests it)."""
+    monkeypatch.setattr(precision_module, "MATRIX_FP64_FLOOR_WORK", 0)
 
 
 def _estimators():
