@@ -9,7 +9,9 @@ accuracy after one EM step on the first ``--accuracy-rows`` rows against a float
 the same parameters (relative errors of ell, weights, means, covariances). Rows go to
 DIR/full_bench.csv as they are measured (appended: re-run skipped shapes with --shapes); a variant the
 compiler refuses, or one past the time budget, is a row with its status. The first shape also runs
-the rule's choice with float64 statistics slabs. At the end: per shape the fastest valid variant and its roofline
+the rule's choice with float64 statistics slabs; every shape the rule's choice with the component moments and
+with each ``--config`` (FullConfig overrides), and, where N K d^2 <= FLOAT64_MAX_WORK, full and tied by the
+estimator's float64 E-step (precision "fp64", torch ops) beside the kernels. At the end: per shape the fastest valid variant and its roofline
 fraction, and the thresholds of kernels/full/config.py that the rows imply.
 
 Roofline (useful FLOP at the precision's rate, X read once from HBM): full 2 N K d (d + 1) (score over
@@ -21,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import math
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -33,15 +37,19 @@ import kernels.full as kf
 import kernels.tied as kt
 from harness import env
 from kernels.datasets import make_dataset, shared_init
+from kernels import estep_full
 from kernels.full import config as full_config
 from kernels.full.config import FullConfig
 from kernels.lift import pow2_at_least_16
+from kernels.precision import MATRIX_FP64_FLOOR_WORK
 
 SHAPES = ["1M_32_32", "4M_16_64", "1M_128_32", "20M_32_16", "1M_256_16"]
-RATES = {"tf32x3": 396e12 / 3, "ieee": 67e12}
+RATES = {"tf32x3": 396e12 / 3, "ieee": 67e12, "fp64": 60.5e12}  # fp64: the H200's float64 GEMM (env.json)
+FLOAT64_MAX_WORK = 64 * MATRIX_FP64_FLOOR_WORK  # N K d^2 up to which the float64 E-step is timed beside the kernels
+FLOAT64_CHUNK_BYTES = 1 << 30  # its (rows, K, d) float64 temporaries, a chunk of rows at a time
 HBM_BYTES_PER_S = 4.3e12
 COLUMNS = ["date", "git_commit", "device", "shape", "N", "K", "d", "covariance", "dataflow", "algorithm", "precision",
-           "slab_dtype", "moments", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms", "roofline_frac",
+           "slab_dtype", "moments", "config", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms", "roofline_frac",
            "accuracy_rows", "err_ell", "err_weights", "err_means", "err_covariances"]
 
 
@@ -60,23 +68,41 @@ def roofline_ms(covariance, precision, N, K, d) -> float:
     return 1e3 * max(useful_flop(covariance, N, K, d) / RATES[precision], 4.0 * N * d / HBM_BYTES_PER_S)
 
 
-def variants(K: int, d: int, precisions, float64_slab: bool):
-    """(covariance, dataflow, algorithm, precision, slab dtype, moments) to run at this shape: full covariances'
-    moments about the center (a fit whose Cholesky fails there is a row with its error), and the rule's choice
-    with the component moments, the fallback (kernels.full.em); ``float64_slab`` adds the rule's choice with its
-    statistics summed in float64 (accuracy against slab traffic)."""
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One timed configuration: covariance type, dataflow, algorithm ("torch_float64": the estimator's float64
+    E-step, kernels.estep_full's torch ops), precision, statistics slab dtype, moments, FullConfig overrides."""
+
+    covariance: str
+    dataflow: str
+    algorithm: str
+    precision: str
+    slab_dtype: torch.dtype | None = None
+    moments: str = ""
+    config: str = ""  # "field=value,..." over full_config.default_config (harness.studies.resources)
+
+
+def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=()):
+    """The variants to run at this shape: full covariances' moments about the center (a fit whose Cholesky
+    fails there is a row with its error), the rule's choice with the component moments (the fallback of
+    kernels.full.em) and with each of ``configs``; ``float64_slab`` adds the rule's choice with its statistics
+    summed in float64 (accuracy against slab traffic); full and tied by the float64 E-step where N K d^2 <=
+    FLOAT64_MAX_WORK (what precision="auto" takes up to MATRIX_FP64_FLOOR_WORK, against the kernels)."""
     rule = (full_config.choose_dataflow(d), full_config.choose_algorithm(K, d))
     out = []
     for precision in precisions:
         for dataflow in ("products", "lift"):
             for algorithm in ("one_pass", "two_pass"):
-                out.append(("full", dataflow, algorithm, precision, torch.float32, "center"))
-        out.append(("full", *rule, precision, torch.float32, "component"))
+                out.append(Variant("full", dataflow, algorithm, precision, torch.float32, "center"))
+        out.append(Variant("full", *rule, precision, torch.float32, "component"))
+        out += [Variant("full", *rule, precision, torch.float32, "center", c) for c in configs]
         if float64_slab:
-            out.append(("full", *rule, precision, torch.float64, "center"))
+            out.append(Variant("full", *rule, precision, torch.float64, "center"))
         for algorithm in ("one_pass", "two_pass"):
-            out.append(("tied", "whitened", algorithm, precision, None, ""))
-        out.append(("diag", "lift", "auto", precision, None, ""))
+            out.append(Variant("tied", "whitened", algorithm, precision))
+        out.append(Variant("diag", "lift", "auto", precision))
+    if N * K * d * d <= FLOAT64_MAX_WORK:
+        out += [Variant(c, "direct", "torch_float64", "fp64") for c in ("full", "tied")]
     return out
 
 
@@ -89,18 +115,42 @@ def initial_parameters(X, K: int, seed: int):
     return w, m, U, U[0].clone(), v
 
 
-def run_fit(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, n_iter, cuda_graph=True):
-    w, m, U, U_tied, v = params
+def run_fit(v: Variant, X, params, n_iter, cuda_graph=True):
+    w, m, U, U_tied, var = params
     zero = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)  # the data is centered already
-    if covariance == "full":
-        cfg = full_config.default_config(algorithm, m.shape[0], X.shape[1])
-        cfg = FullConfig(**{**cfg.__dict__, "slab_dtype": slab_dtype})
-        return kf.fit(X, (w, m, U), n_iter, dataflow=dataflow, algorithm=algorithm, precision=precision, center=zero,
-                      config=cfg, cuda_graph=cuda_graph, moments=moments)
-    if covariance == "tied":
-        return kt.fit(X, (w, m, U_tied), n_iter, algorithm=algorithm, precision=precision, center=zero,
+    if v.algorithm == "torch_float64":
+        return float64_fit(v.covariance, X, params, n_iter)
+    if v.covariance == "full":
+        cfg = full_config.parse_full_config(v.config, v.algorithm, m.shape[0], X.shape[1])
+        cfg = FullConfig(**{**cfg.__dict__, "slab_dtype": v.slab_dtype})
+        return kf.fit(X, (w, m, U), n_iter, dataflow=v.dataflow, algorithm=v.algorithm, precision=v.precision,
+                      center=zero, config=cfg, cuda_graph=cuda_graph, moments=v.moments)
+    if v.covariance == "tied":
+        return kt.fit(X, (w, m, U_tied), n_iter, algorithm=v.algorithm, precision=v.precision, center=zero,
                       cuda_graph=cuda_graph)
-    return kernels.fit(X, (w, m, v), n_iter, precision=precision, center=zero, cuda_graph=cuda_graph)
+    return kernels.fit(X, (w, m, var), n_iter, precision=v.precision, center=zero, cuda_graph=cuda_graph)
+
+
+def float64_fit(covariance, X, params, n_iter):
+    """n_iter iterations of the estimator's float64 E-step (kernels.estep_full, torch ops on X's device, row
+    chunks of FLOAT64_CHUNK_BYTES) and its M-step, as precision "fp64" runs full and tied: the fit's parameters
+    and each iteration's ell."""
+    w, m, U, U_tied, _ = params
+    K, d = m.shape
+    zero = torch.zeros(d, dtype=torch.float64, device=X.device)
+    block = estep_full.BlockStatistics(covariance, K, d, zero, "torch")
+    rows = max(1, FLOAT64_CHUNK_BYTES // estep_full.bytes_per_row(covariance, K, d))
+    scatter = estep_full.centered_moments(X, None, zero)[0] if covariance == "tied" else None
+    U = U if covariance == "full" else U_tied
+    lls = []
+    for _ in range(n_iter):
+        st = None
+        for r0 in range(0, X.shape[0], rows):
+            part = block(X[r0 : r0 + rows], w, m, U)
+            st = part if st is None else st.__iadd__(part)
+        lls.append(st.ll)
+        w, m, cov, U, _ = block.mstep(st, 1e-6, scatter)
+    return SimpleNamespace(weights=w, means=m, covariances=cov, log_likelihoods=torch.stack(lls))
 
 
 def time_fit(run, reps: int, n_iter: int):
@@ -162,11 +212,11 @@ def reference_step(X, w, m, U, covariance: str, reg_covar: float, chunk_elems: i
     return ell, nk / nk.sum(), mu, cov
 
 
-def accuracy(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, reference):
+def accuracy(v: Variant, X, params, reference):
     """Relative errors of one step's (ell, weights, means, covariances) against the float64 reference."""
-    r = run_fit(covariance, dataflow, algorithm, precision, slab_dtype, moments, X, params, 1, cuda_graph=False)
+    r = run_fit(v, X, params, 1, cuda_graph=False)
     ell, w, m, cov = reference
-    got_cov = r.variances if covariance == "diag" else r.covariances
+    got_cov = r.variances if v.covariance == "diag" else r.covariances
     rel = lambda a, b: float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))  # noqa: E731
     return (abs(float(r.log_likelihoods[0] - ell)) / abs(float(ell)), rel(r.weights, w), rel(r.means, m),
             rel(got_cov, cov))
@@ -177,7 +227,7 @@ def implied_rule(rows):
     best = {}
     for r in rows:
         if (r["covariance"] != "full" or r["status"] != "ok" or r["slab_dtype"] != "float32"
-                or r.get("moments", "center") != "center"):
+                or r.get("moments", "center") != "center" or r.get("config")):
             continue
         key = (r["shape"], r["dataflow"], r["algorithm"])
         best[key] = min(best.get(key, math.inf), float(r["ms_per_iter"]))
@@ -209,6 +259,8 @@ def main(argv=None) -> None:
     p.add_argument("--accuracy-rows", type=int, default=200_000)
     p.add_argument("--budget-s", type=float, default=230.0, help="stop starting new variants after this")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", action="append", default=[],
+                   help="FullConfig overrides for the rule's choice, field=value,... (repeatable)")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("full_bench times the kernels on a GPU; none is visible")
@@ -235,22 +287,21 @@ def main(argv=None) -> None:
                   f"{roofline_ms('tied', 'tf32x3', N, K, d):.3f} ms, diag {roofline_ms('diag', 'tf32x3', N, K, d):.3f} ms",
                   flush=True)
             float64_slab = shape == a.shapes.split(",")[0]
-            for covariance, dataflow, algorithm, precision, slab_dtype, moments in variants(
-                    K, d, a.precisions.split(","), float64_slab):
-                row = {**common, "shape": shape, "N": N, "K": K, "d": d, "covariance": covariance,
-                       "dataflow": dataflow, "algorithm": algorithm, "precision": precision,
-                       "slab_dtype": str(slab_dtype).replace("torch.", "") if slab_dtype else "", "moments": moments,
-                       "roofline_ms": f"{roofline_ms(covariance, precision, N, K, d):.4f}", "accuracy_rows": Xa.shape[0]}
+            for v in variants(N, K, d, a.precisions.split(","), float64_slab, a.config):
+                row = {**common, "shape": shape, "N": N, "K": K, "d": d, "covariance": v.covariance,
+                       "dataflow": v.dataflow, "algorithm": v.algorithm, "precision": v.precision,
+                       "slab_dtype": str(v.slab_dtype).replace("torch.", "") if v.slab_dtype else "",
+                       "moments": v.moments, "config": v.config,
+                       "roofline_ms": f"{roofline_ms(v.covariance, v.precision, N, K, d):.4f}",
+                       "accuracy_rows": Xa.shape[0]}
                 if time.perf_counter() - start > a.budget_s:
                     row["status"] = "skipped: time budget"
                 else:
                     try:
-                        graphed, times = time_fit(lambda g: run_fit(covariance, dataflow, algorithm, precision,
-                                                                    slab_dtype, moments, X, params, a.n_iter, g),
-                                                  a.reps, a.n_iter)
-                        errs = accuracy(covariance, dataflow, algorithm, precision, slab_dtype, moments, Xa, params,
-                                        refs[covariance])
+                        graphed, times = time_fit(lambda g: run_fit(v, X, params, a.n_iter, g), a.reps, a.n_iter)
+                        errs = accuracy(v, Xa, params, refs[v.covariance])
                         best = min(times)
+                        graphed = graphed and v.algorithm != "torch_float64"  # torch ops, eager
                         row.update(status="ok", graphed=graphed, ms_per_iter=f"{best:.4f}",
                                    ms_per_iter_reps=" ".join(f"{t:.4f}" for t in times),
                                    roofline_frac=f"{float(row['roofline_ms']) / best:.3f}",
@@ -262,7 +313,8 @@ def main(argv=None) -> None:
                 writer.writerow(row)
                 f.flush()
                 rows.append(row)
-                print(f"  {covariance:4s} {dataflow:8s} {algorithm:8s} {precision:6s} {row['slab_dtype']:7s} {moments:9s} "
+                print(f"  {v.covariance:4s} {v.dataflow:8s} {v.algorithm:13s} {v.precision:6s} {row['slab_dtype']:7s} "
+                      f"{v.moments:9s} {v.config:20s} "
                       f"{row['status'][:60]:10s} {row.get('ms_per_iter', ''):>9s} ms/iter  roofline "
                       f"{row.get('roofline_frac', ''):>6s}  err ell {row.get('err_ell', '')} cov "
                       f"{row.get('err_covariances', '')}", flush=True)

@@ -15,7 +15,6 @@ budget decides how many warps hide the exponentials and loads behind the tensor 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 import subprocess
@@ -30,7 +29,7 @@ from triton.compiler import ASTSource
 from kernels.dispatch import launch_config
 from kernels.em import FLOAT32_PRECISIONS, PRECISIONS
 from kernels.full import config as full_config
-from kernels.full.config import FullConfig
+from kernels.full.config import FullConfig, parse_full_config
 from kernels.full.parameters import PAIR_BLOCK, padded_sizes
 from kernels.launch import LaunchConfig, parse_config
 from kernels import one_pass, two_pass
@@ -76,22 +75,6 @@ def _full_kernels(algorithm: str) -> dict:
         return {"full.one_pass": full_one_pass._full_one_pass_kernel}
     return {"full.two_pass.normalizer": full_two_pass._full_normalizer_kernel,
             "full.two_pass.statistics": full_two_pass._full_statistics_kernel}
-
-
-def parse_full_config(text: str | None, algorithm: str, K: int, d: int) -> FullConfig:
-    """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
-    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2'; slab_dtype stays float32 (typed *fp32 here)."""
-    cfg = full_config.default_config(algorithm, K, d)
-    if not text:
-        return cfg
-    types = {f.name: f.type for f in dataclasses.fields(FullConfig) if f.name != "slab_dtype"}
-    kw = {}
-    for item in text.split(","):
-        key, value = item.split("=")
-        if key not in types:
-            raise ValueError(f"unknown full-config field {key!r}; fields: {', '.join(types)}")
-        kw[key] = float(value) if "float" in str(types[key]) else int(value)
-    return dataclasses.replace(cfg, **kw)
 
 
 def _ws_pass2(k_pad: int, cfg: LaunchConfig):

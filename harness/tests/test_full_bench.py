@@ -31,22 +31,36 @@ def test_reference_step_is_float64_em():
     assert var.shape == (3, 4)
 
 
-@pytest.mark.parametrize("covariance,dataflow,algorithm,moments", [
-    ("full", "lift", "one_pass", "center"), ("full", "products", "two_pass", "center"),
-    ("full", "products", "one_pass", "component"), ("tied", "whitened", "two_pass", ""), ("diag", "lift", "auto", "")])
-def test_every_variant_runs_and_is_accurate(covariance, dataflow, algorithm, moments):
+@pytest.mark.parametrize("variant", [
+    fb.Variant("full", "lift", "one_pass", "tf32x3", torch.float32, "center"),
+    fb.Variant("full", "products", "two_pass", "tf32x3", torch.float32, "center"),
+    fb.Variant("full", "products", "one_pass", "tf32x3", torch.float32, "component"),
+    fb.Variant("full", "products", "one_pass", "tf32x3", torch.float32, "center", "block_n=64,num_warps=8"),
+    fb.Variant("tied", "whitened", "two_pass", "tf32x3"), fb.Variant("diag", "lift", "auto", "tf32x3"),
+    fb.Variant("full", "direct", "torch_float64", "fp64"), fb.Variant("tied", "direct", "torch_float64", "fp64")],
+    ids=str)
+def test_every_variant_runs_and_is_accurate(variant):
     X = make_dataset(300, 3, 5, 1, "cuda" if torch.cuda.is_available() else "cpu").X  # the kernels' device
     params = fb.initial_parameters(X, 3, 1)
-    U = params[3].expand(3, 5, 5) if covariance == "tied" else params[2]
-    ref = fb.reference_step(X, params[0], params[1], U, covariance, 1e-6)
-    errs = fb.accuracy(covariance, dataflow, algorithm, "tf32x3", torch.float32, moments, X, params, ref)
-    assert max(errs) < 1e-5, errs
+    U = params[3].expand(3, 5, 5) if variant.covariance == "tied" else params[2]
+    ref = fb.reference_step(X, params[0], params[1], U, variant.covariance, 1e-6)
+    errs = fb.accuracy(variant, X, params, ref)
+    assert max(errs) < (1e-12 if variant.precision == "fp64" else 1e-5), errs
+
+
+def test_variants_time_the_float64_e_step_only_where_it_fits():
+    """The float64 E-step (what precision="auto" takes for small full and tied fits) runs beside the kernels up to
+    FLOAT64_MAX_WORK of N K d^2; the configs given apply to the rule's choice."""
+    small = fb.variants(20_000, 16, 32, ["tf32x3"], False, ["block_n=64"])
+    assert {v.covariance for v in small if v.algorithm == "torch_float64"} == {"full", "tied"}
+    assert [v.config for v in small if v.config] == ["block_n=64"]
+    assert not any(v.algorithm == "torch_float64" for v in fb.variants(20_000_000, 32, 16, ["tf32x3"], False))
 
 
 def test_implied_rule_reads_the_thresholds_off_the_rows():
     def row(shape, dataflow, algorithm, ms):
         return {"shape": shape, "covariance": "full", "status": "ok", "slab_dtype": "float32", "dataflow": dataflow,
-                "algorithm": algorithm, "moments": "center", "ms_per_iter": str(ms)}
+                "algorithm": algorithm, "moments": "center", "config": "", "ms_per_iter": str(ms)}
     rows = [row("1M_16_16", "products", "one_pass", 1.0), row("1M_16_16", "lift", "two_pass", 2.0),
             row("1M_128_32", "lift", "two_pass", 1.0), row("1M_128_32", "products", "one_pass", 3.0)]
     assert fb.implied_rule(rows) == (16 * 16 * 16, True, 32, True)

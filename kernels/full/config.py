@@ -59,3 +59,19 @@ def default_config(algorithm: str, K: int, d: int) -> FullConfig:
     if algorithm == "two_pass":
         return FullConfig(block_k=min(32, pow2_at_least_16(K)), programs_per_sm=8)
     return FullConfig(block_k=min(64, pow2_at_least_16(K)))
+
+
+def parse_full_config(text: str | None, algorithm: str, K: int, d: int) -> FullConfig:
+    """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
+    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2' (slab_dtype is not a field here)."""
+    cfg = default_config(algorithm, K, d)
+    if not text:
+        return cfg
+    types = {f.name: f.type for f in dataclasses.fields(FullConfig) if f.name != "slab_dtype"}
+    kw = {}
+    for item in text.split(","):
+        key, value = item.split("=")
+        if key not in types:
+            raise ValueError(f"unknown full-config field {key!r}; fields: {', '.join(types)}")
+        kw[key] = float(value) if "float" in str(types[key]) else int(value)
+    return dataclasses.replace(cfg, **kw)
