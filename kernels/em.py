@@ -267,9 +267,10 @@ def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: Lau
                       weighted: bool = False) -> str:
     """The kernel that computes the statistics of X under these settings: "one_pass" (Triton),
     "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the Triton or
-    the warp-specialized pass 2); weighted E-steps run on the Triton kernels."""
-    module = one_pass if algorithm == "one_pass" else two_pass
-    return module.kernel_name(X, ws.W, cfg, precision, weighted)
+    the warp-specialized pass 2); weighted E-steps of Algorithm 3 run on the Triton pass 2."""
+    if algorithm == "one_pass":
+        return one_pass.kernel_name(X, ws.W, cfg, precision)
+    return two_pass.kernel_name(X, ws.W, cfg, precision, weighted)
 
 
 def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig,

@@ -84,14 +84,15 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     b (k_pad,) from :func:`kernels.lift.lift`, in its :func:`kernels.lift.lift_dtype`. Returns float64 tensors
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
-    ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell (the Triton kernel only).
+    ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell.
     """
     weighted = sample_weight is not None
-    if kernel_name(X, W, cfg, precision, weighted) == "one_pass_ws":
+    if kernel_name(X, W, cfg, precision) == "one_pass_ws":
         from kernels import one_pass_ws  # Gluon: Hopper only
 
         out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
-        return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles)
+        return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles,
+                                                  sample_weight=sample_weight)
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:
@@ -105,11 +106,11 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     return n, su, ll
 
 
-def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str, weighted: bool = False) -> str:
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
     """Which kernel takes this sweep: "one_pass_ws" (kernels/one_pass_ws.py) where the config routes it there
     (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
-    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel, which alone reads sample weights)."""
-    if not weighted and cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
+    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel); both read sample weights."""
+    if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
         from kernels import one_pass_ws  # Gluon: Hopper only
 
         if one_pass_ws.refusal(X, W, precision) is None:

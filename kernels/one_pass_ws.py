@@ -76,11 +76,12 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N, d, n_tiles, first,
-             stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
-             PINGPONG: gl.constexpr):
+def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out, N, d,
+             n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
+             BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
     """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
-    n, [s | u] and ell."""
+    n, [s | u] and ell. WEIGHTED: a row's sample weight (``sw``, read beside its tile) scales its
+    responsibilities and its ell, as in the Triton kernel."""
     LANES: gl.constexpr = 2 * D_PAD
     gl.static_assert(LANES == BLOCK_N, "the score's and the statistics' accumulators share one shape")
     stages: gl.constexpr = ring.type.shape[0]
@@ -146,9 +147,13 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         m = gl.max(s, 1)
         p = gl.exp(s - m[:, None])
         lam = gl.sum(p, 1)
-        g = p * gl.where(row_ok, 1.0 / lam, 0.0)[:, None]
+        if WEIGHTED:
+            weight = gl.load(sw + rows, mask=row_ok, other=0.0)
+        else:
+            weight = gl.where(row_ok, 1.0, 0.0)
+        g = p * (weight / lam)[:, None]
         n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
-        ll_run += gl.where(row_ok, m + gl.log(lam), 0.0).to(gl.float64)
+        ll_run += gl.where(row_ok, weight * (m + gl.log(lam)), 0.0).to(gl.float64)
         g_hi = tf32_high(g)
         if SHARED_GAMMA:  # the other consumer's statistics products have read the buffer
             gamma_turns = _take_turn(gamma_free, gamma_turns, CONSUMER, True)
@@ -189,6 +194,7 @@ def _one_pass_kernel_ws(
     N, d, n_tiles,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+    sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -225,10 +231,10 @@ def _one_pass_kernel_ws(
     first = gl.program_id(0)
     stride = gl.num_programs(0)
     gl.warp_specialize([
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
-                    d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, n_out, su_out, ll_out, N,
-                    d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out,
+                    N, d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out,
+                    N, d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
@@ -287,9 +293,11 @@ def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES
     return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, CONSUMERS)
 
 
-def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES):
+def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES,
+                           sample_weight=None):
     """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
-    n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns."""
+    n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns;
+    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted."""
     why = refusal(X, W)
     if why:
         raise ValueError(why)
@@ -299,6 +307,7 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, D_PAD], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
     programs = program_count(n_tiles, X.device, sum_tiles)
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong))
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong),
+                                     **({"sw": sample_weight, "WEIGHTED": True} if sample_weight is not None else {}))
     return n, su, ll
 

@@ -100,32 +100,35 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig):
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}
 
 
-def _ws_one_pass(k_pad: int, pingpong: bool = False):
+def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False):
     """Algorithm 2 warp-specialized (Gluon, d_pad = 32) as kernels.one_pass_ws launches it: the kernel's source,
-    its compile-time parameters and launch options."""
+    its compile-time parameters and launch options (``weighted``: with sample weights)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from kernels import one_pass_ws
 
     meta = one_pass_ws.launch_meta(k_pad, pingpong)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
+    constexprs.update(WEIGHTED=weighted, **({} if weighted else {"sw": None}))
     desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.D_PAD}],{one_pass_ws.x_layout()!r}>"
     sig = {"x_desc": desc, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
-           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **{k: "constexpr" for k in constexprs}}
+           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **({"sw": PTRS32} if weighted else {}),
+           **{k: "constexpr" for k in constexprs}}
     source = GluonASTSource(one_pass_ws._one_pass_kernel_ws, sig, constexprs=constexprs)
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
 
-def ws_one_pass_report(K: int, pingpong: bool = False) -> dict:
+def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -> dict:
     """The warp-specialized one pass's sm_90 compile at K (d_pad = 32): :func:`_usage` at its 12 warps, plus
     what its schedule relies on -- setmaxnreg's register split, the planned shared memory, and the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores."""
     from kernels import one_pass_ws
 
     k_pad = pow2_at_least_16(K)
-    source, constexprs, options = _ws_one_pass(k_pad, pingpong)
+    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted)
     row = {"kernel": "one_pass.statistics_ws", "K": K, "d": one_pass_ws.D_PAD, "precision": "tf32x3", "num_warps": 12,
            "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
+           "weighted": weighted,
            "gamma_buffers": constexprs["GAMMA_BUFFERS"],
            "shared_bytes_planned": one_pass_ws.shared_bytes(k_pad, constexprs["GAMMA_BUFFERS"], constexprs["STAGES"])}
     try:

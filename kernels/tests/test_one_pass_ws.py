@@ -79,6 +79,40 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
 
 @pytest.mark.gpu
 @hopper
+def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows():
+    """Sample weights in {0, 1, 2, 3}: the warp-specialized kernel's n, [s | u] and ell are the Triton kernel's
+    weighted ones, and those of the unweighted kernel on X with each row repeated that many times (0: dropped),
+    to float32 rounding; all-one weights give the unweighted sums."""
+    import dataclasses
+
+    from kernels.dispatch import launch_config
+    from kernels.one_pass import one_pass_statistics
+    from kernels.one_pass_ws import one_pass_statistics_ws
+
+    N, K, d = 100_003, 33, 32
+    X, w, m, v = problem(N, K, d, seed=6)
+    counts = torch.randint(0, 4, (N,), generator=torch.Generator().manual_seed(0)).to(X.device)
+    weights = counts.float()
+    ws = _lifted_workspace(X, w, m, v)
+    out = (ws.n, ws.su, ws.ll)
+    triton_cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=0)
+    got = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, sample_weight=weights))
+    triton = _sweep(ws, lambda: one_pass_statistics(X, ws.center, ws.W, ws.b, triton_cfg, "tf32x3", out=out,
+                                                    sample_weight=weights))
+    X_rep = X.repeat_interleave(counts, dim=0).contiguous()
+    repeated = _sweep(ws, lambda: one_pass_statistics_ws(X_rep, ws.center, ws.W, ws.b, out))
+    for want in (triton, repeated):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
+    ones = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out,
+                                                     sample_weight=torch.ones_like(weights)))
+    plain = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out))
+    for a, b in zip(ones, plain):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("pingpong", [True, False], ids=["ping-pong", "free-running"])
 def test_both_schedules_give_the_same_sums(pingpong):
     """The token only orders the consumers' products; each consumer's sums are the same either way (one
