@@ -263,14 +263,12 @@ def resolve_algorithm(K, d, algorithm, precision):
     return algorithm
 
 
-def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig,
-                      weighted: bool = False) -> str:
-    """The kernel that computes the statistics of X under these settings: "one_pass" (Triton),
-    "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the Triton or
-    the warp-specialized pass 2); weighted E-steps of Algorithm 3 run on the Triton pass 2."""
-    if algorithm == "one_pass":
-        return one_pass.kernel_name(X, ws.W, cfg, precision)
-    return two_pass.kernel_name(X, ws.W, cfg, precision, weighted)
+def statistics_kernel(X, ws: Workspace, algorithm: str, precision: str, cfg: LaunchConfig) -> str:
+    """The kernel that computes the statistics of X under these settings, weighted or not: "one_pass"
+    (Triton), "one_pass_ws" (warp-specialized, Gluon) or "two_pass" / "two_pass_ws" (Algorithm 3 with the
+    Triton or the warp-specialized pass 2)."""
+    module = one_pass if algorithm == "one_pass" else two_pass
+    return module.kernel_name(X, ws.W, cfg, precision)
 
 
 def estep_statistics(X, weights, means, variances, ws: Workspace, algorithm, precision, cfg: LaunchConfig,
@@ -440,7 +438,7 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
         if lift_check and not warn_if_beyond(initial, "initial"):
             warn_if_lift_inexact(X, means, variances, shift, precision, "final")
         return FitResult(weights, means, variances, lls, floored, algorithm, precision,
-                         statistics_kernel(X, loop.ws, algorithm, precision, cfg, sample_weight is not None), lls_host)
+                         statistics_kernel(X, loop.ws, algorithm, precision, cfg), lls_host)
     ws = Workspace(X, K, algorithm, precision)
     ws.set_center(shift)
     params = [weights.clone(), means.clone(), variances.clone()]
@@ -453,4 +451,4 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
     if lift_check and not warn_if_beyond(initial, "initial"):
         warn_if_lift_inexact(X, params[1], params[2], shift, precision, "final")
     return FitResult(*params, lls, floored, algorithm, precision,
-                     statistics_kernel(X, ws, algorithm, precision, cfg, sample_weight is not None))
+                     statistics_kernel(X, ws, algorithm, precision, cfg))

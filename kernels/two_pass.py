@@ -145,11 +145,11 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
                                                            **meta, **_weights(sample_weight))
 
 
-def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str, weighted: bool = False) -> str:
+def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
     """Which kernel takes pass 2: "two_pass_ws" (kernels/two_pass_ws.py) where the config routes it there
-    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel, which alone reads
-    sample weights)."""
-    if not weighted and cfg.warp_specialized_pass2 and precision == "tf32x3":
+    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel); both read sample
+    weights."""
+    if cfg.warp_specialized_pass2 and precision == "tf32x3":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
         if two_pass_ws.refusal(X, W, cfg) is None:
@@ -160,10 +160,10 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
 def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su, sample_weight=None) -> None:
     """Pass 2: n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L), component tiles x row splits
     (:func:`kernels.launch.statistics_pass_grid`)."""
-    if kernel_name(X, W, cfg, precision, sample_weight is not None) == "two_pass_ws":
+    if kernel_name(X, W, cfg, precision) == "two_pass_ws":
         from kernels import two_pass_ws  # Gluon: Hopper only
 
-        return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su)
+        return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su, sample_weight)
     N, d = X.shape
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])

@@ -58,11 +58,12 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
 
 
 @gluon.jit
-def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_tiles, stride, comp0,
-             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr):
+def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, n_tiles, stride, comp0,
+             BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
     [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
-    (the tile's statistics products into a fresh accumulator: issue 21, kernels/lift.py accumulate_statistics)."""
+    (the tile's statistics products into a fresh accumulator: issue 21, kernels/lift.py accumulate_statistics).
+    WEIGHTED: each row's Gamma times its sample weight (``sw``), as in the Triton pass 2."""
     LANES: gl.constexpr = 2 * D_PAD
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
@@ -117,7 +118,10 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, N, d, first, n_ti
         s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
 
-        g = gl.where(row_ok[:, None], gl.exp(s + bias - Lr), 0.0)
+        g = gl.exp(s + bias - Lr)
+        if WEIGHTED:
+            g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
+        g = gl.where(row_ok[:, None], g, 0.0)
         n_acc += gl.sum(g, 0)
         g_hi = tf32_high(g)
         gh_smem.store(g_hi)
@@ -152,6 +156,7 @@ def _statistics_kernel_ws(
     N, d, n_tiles, n_splits,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
     LOADER_REGS: gl.constexpr,
+    sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -180,8 +185,8 @@ def _statistics_kernel_ws(
 
     split = gl.program_id(1)
     n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, N, d, split, n_tiles, n_splits, comp0,
-                    BLOCK_N, BLOCK_K, D_PAD)),
+        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, split, n_tiles, n_splits, comp0,
+                    BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
 
@@ -206,9 +211,10 @@ def refusal(X, W, cfg) -> str | None:
     return None
 
 
-def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
+def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=None) -> None:
     """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
-    n, [s | u] += the statistics of Gamma = exp(S - L), on :func:`kernels.launch.statistics_pass_grid`'s grid."""
+    n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L) (w_i = 1 without ``sample_weight``), on
+    :func:`kernels.launch.statistics_pass_grid`'s grid."""
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)
@@ -225,5 +231,7 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su) -> None:
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
                                                STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
-                                               maxnreg=128)
+                                               maxnreg=128,
+                                               **({"sw": sample_weight, "WEIGHTED": True}
+                                                  if sample_weight is not None else {}))
 

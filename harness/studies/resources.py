@@ -77,9 +77,10 @@ def _full_kernels(algorithm: str) -> dict:
             "full.two_pass.statistics": full_two_pass._full_statistics_kernel}
 
 
-def _ws_pass2(k_pad: int, cfg: LaunchConfig):
+def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     """Algorithm 3's warp-specialized pass 2 (Gluon, d_pad = 32) as kernels.two_pass_ws launches it: the
-    kernel, its signature (a TMA descriptor of X's 64 x 32 tiles) and its compile-time parameters."""
+    kernel, its signature (a TMA descriptor of X's 64 x 32 tiles) and its compile-time parameters
+    (``weighted``: with sample weights)."""
     import torch
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -92,9 +93,10 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig):
     X = torch.empty(64, two_pass_ws.D_PAD)
     desc = TensorDescriptor(X, list(X.shape), [two_pass_ws.D_PAD, 1], [64, two_pass_ws.D_PAD], layout)
     sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
-           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32}
+           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32,
+           **({"sw": PTRS32} if weighted else {})}
     constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k, STAGES=two_pass_ws.STAGES,
-                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
+                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS, WEIGHTED=weighted, **({} if weighted else {"sw": None}))
     source = GluonASTSource(two_pass_ws._statistics_kernel_ws, {**sig, **{k: "constexpr" for k in constexprs}},
                             constexprs=constexprs)
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}

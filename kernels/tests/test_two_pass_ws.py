@@ -75,6 +75,44 @@ def test_ws_pass_two_is_as_exact_per_component_as_the_triton_pass(N, programs_pe
         assert ws_err <= max(2 * triton_err, 2e-5), errors
 
 
+@hopper
+def test_weighted_ws_pass_two_is_the_triton_pass_and_integer_weights_repeat_rows():
+    """Sample weights in {0, 1, 2, 3} (pass 1 and its normalizer unchanged: L is per row): the warp-specialized
+    pass 2's n and [s | u] are the Triton pass 2's weighted ones, and the unweighted pass 2's on X with each row
+    repeated that many times (its L repeated alike), to float32 rounding."""
+    from kernels.em import Workspace, data_center
+    from kernels.lift_kernel import lift_into
+    from kernels.two_pass import normalizer_pass, statistics_pass
+    from kernels.two_pass_ws import statistics_pass_ws
+
+    N, K = 50_003, 300
+    X, w, m, v = problem(N, K, 32, seed=7)
+    counts = torch.randint(0, 4, (N,), generator=torch.Generator().manual_seed(1)).to(X.device)
+    weights = counts.float()
+    ws = Workspace(X, K, "two_pass")
+    ws.set_center(data_center(X, True))
+    lift_into(*[torch.as_tensor(a, device="cuda") for a in (w, m, v)], ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
+    cfg = LaunchConfig(block_k=64, programs_per_sm=2)
+    normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
+
+    def pass_two(run, rows, L, sample_weight=None):
+        ws.n.zero_()
+        ws.su.zero_()
+        if run is statistics_pass:
+            run(rows, ws.center, ws.W, ws.b, K, cfg, "tf32x3", L, ws.n, ws.su, sample_weight)
+        else:
+            run(rows, ws.center, ws.W, ws.b, K, cfg, L, ws.n, ws.su, sample_weight)
+        return ws.n.clone(), ws.su.clone()
+
+    got = pass_two(statistics_pass_ws, X, ws.L, weights)
+    triton = pass_two(statistics_pass, X, ws.L, weights)
+    repeated = pass_two(statistics_pass_ws, X.repeat_interleave(counts, dim=0).contiguous(),
+                        ws.L[:N].repeat_interleave(counts).contiguous())
+    for want in (triton, repeated):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
+
+
 @pytest.mark.parametrize("d,block_k,why", [(33, 64, "d_pad = 32 with d a multiple of 4"),
                                             (30, 64, "d_pad = 32 with d a multiple of 4"),
                                             (32, 16, "d_pad = 32 with d a multiple of 4"),
