@@ -119,16 +119,16 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
                           d, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           F: tl.constexpr, PRECISION: tl.constexpr, SHIFTED: tl.constexpr):
     """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
-    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (kernels.full.parameters.zero_slab), float32 or float64
-    (the sums over row tiles are taken in its dtype).
+    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (kernels.full.parameters.zero_slab),
+    float32 or float64 (the sums over row tiles are taken in its dtype).
 
     Not SHIFTED (moments "center"): s = (x - c)^T g and per block pair phi^T g, the moments about the center
     for every component of the tile at once, as TF32-split tensor-core products (``shift`` is not read).
     SHIFTED (moments "component"): n = sum g; s and the pair blocks are component k's first and second moments
     about its own shift m_k
     (``shift`` (BLOCK_K x D_PAD) float32: row j is the incoming mean, centered, of the tile's j-th component),
-    sum g_k (x - c - m_k) and sum g_k (x - c - m_k)_I (x - c - m_k)_J^T, as float32 products and sums in
-    registers. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
+    sum g_k (x - c - m_k) and sum g_k (x - c - m_k)_I (x - c - m_k)_J^T, as TF32-split tensor-core products
+    too. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
     component far from c with fewer points than dimensions (a covariance whose smallest eigenvalues are
     reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
     them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift makes one

@@ -49,7 +49,7 @@ def _full_normalizer_kernel(
 
 @triton.jit
 def _full_statistics_kernel(
-    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab (k_tiles, splits, rows, BLOCK_K) (zero_slab)
+    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab: kernels.full.parameters.zero_slab
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
