@@ -25,8 +25,8 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
   terms of ~1e9; "fp64" computes the E-step in float64 on the kernels. A float64 X reaches a fit that is fp64
   throughout (explicit, or auto at the floor) in float64, unrounded; otherwise as float32, as below. Full and
   tied have float32 kernels only: their "fp64" is the float64 torch E-step on X's device (``algorithm_``
-  "torch_float64"), which "auto" takes where N K d^2 <= ``kernels.precision.MATRIX_FP64_FLOOR_WORK`` (every
-  data set that ships with scikit-learn), else "tf32x3".
+  "torch_float64"), which "auto" takes where also N K d^2 <= ``kernels.precision.MATRIX_FP64_FLOOR_WORK``
+  (every data set that ships with scikit-learn), else "tf32x3".
   ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU fallback),
   ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host

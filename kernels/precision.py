@@ -46,19 +46,20 @@ FP64_FLOOR_WORK = 2**25
 
 # Full and tied covariances have no float64 kernels: their float64 E-step is torch ops on X's device
 # (kernels.estep_full, (N, K, d) float64 temporaries), whose work is the score's N K d^2 multiply-adds
-# (tied's shared factor taken per component as well). Up to this much it is a few batched products on data
-# of at most 2^27 / d float64 numbers per (N, K, d) temporary, so launches, not the products, set its time,
-# as they set the fused float32 kernels' at these sizes; the data sets that ship with scikit-learn are
-# below it (digits at K = 10: 7.4e7). Chosen by that reasoning; not yet timed on the H200.
+# (tied's shared factor taken per component as well). Up to this much work, and N K d <= FP64_FLOOR_WORK
+# (each temporary at most 2^25 float64 numbers, 256 MiB, whatever d), it is a few batched products, so
+# launches, not the products, set its time, as they set the fused float32 kernels' at these sizes; the data
+# sets that ship with scikit-learn are below both (digits at K = 10: N K d^2 7.4e7, N K d 1.2e6). Chosen by
+# that reasoning; not yet timed on the H200.
 MATRIX_FP64_FLOOR_WORK = 2**27
 
 
 def fp64_costs_nothing(N: int, K: int, d: int, covariance_type: str = "diag") -> bool:
     """Whether a float64 E-step of N rows, K components and d features costs what a float32 one does: at
     the kernels' launch floor for diag and spherical (FP64_FLOOR_WORK), within MATRIX_FP64_FLOOR_WORK
-    for full and tied."""
-    if covariance_type in ("full", "tied"):
-        return N * K * d * d <= MATRIX_FP64_FLOOR_WORK
+    too for full and tied."""
+    if covariance_type in ("full", "tied") and N * K * d * d > MATRIX_FP64_FLOOR_WORK:
+        return False
     return N * K * d <= FP64_FLOOR_WORK
 
 

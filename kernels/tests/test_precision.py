@@ -202,12 +202,13 @@ def test_auto_takes_tf32x3_on_generator_data(bound_rule):
 def test_auto_takes_fp64_below_the_launch_floor_and_full_its_float64_e_step():
     """Table 1's 20K shapes up to K = 32 are within FP64_FLOOR_WORK, 20K_64_32 and 1M_32_32 beyond it; below it
     auto runs the whole fit in fp64 (the generator's data, where the bound alone would keep tf32x3) and equals
-    scikit-learn's float64 fit. Full and tied count N K d^2 against MATRIX_FP64_FLOOR_WORK (digits at K = 10
-    within it, the full experiment's 1M_32_32 beyond) and take their float64 torch E-step below it."""
+    scikit-learn's float64 fit. Full and tied also count N K d^2 against MATRIX_FP64_FLOOR_WORK (digits at K = 10
+    within it, the full experiment's 1M_32_32 beyond) and take their float64 torch E-step below both."""
     assert fp64_costs_nothing(20_000, 16, 32) and fp64_costs_nothing(20_000, 32, 32)
     assert not fp64_costs_nothing(20_000, 64, 32) and not fp64_costs_nothing(1_000_000, 32, 32)
     assert fp64_costs_nothing(1797, 10, 64, "full") and fp64_costs_nothing(1797, 10, 64, "tied")
     assert not fp64_costs_nothing(1_000_000, 32, 32, "full") and not fp64_costs_nothing(20_000, 16, 32, "tied")
+    assert not fp64_costs_nothing(1_000_000, 128, 1, "full")  # N K d^2 within, but (N, K, d) temporaries of 1 GiB
     X = make_dataset(1500, 3, 5, 2).X.numpy()
     ours, theirs = _matches_scikit_learn(X, 3, "diag")
     if ours.backend_ == "torch-cpu":
