@@ -87,6 +87,12 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def weight_arguments(sample_weight) -> dict:
+    """A statistics kernel's weight arguments: none unweighted (its WEIGHTED default: it compiles as without),
+    else the (N,) weights as ``sw`` and WEIGHTED."""
+    return {} if sample_weight is None else {"sw": sample_weight, "WEIGHTED": True}
+
+
 def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
     """Persistent grid: a small multiple of the SM count, never more than the tiles."""
     if device.type != "cuda":

@@ -23,7 +23,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count, sum_bounded
+from kernels.launch import LaunchConfig, program_count, sum_bounded, weight_arguments
 from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
@@ -86,7 +86,6 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell.
     """
-    weighted = sample_weight is not None
     if kernel_name(X, W, cfg, precision) == "one_pass_ws":
         from kernels import one_pass_ws  # Gluon: Hopper only
 
@@ -102,7 +101,7 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     P = sum_bounded(program_count(n_tiles, X.device, cfg.programs_per_sm), n_tiles, cfg.sum_tiles)
     _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta,
-                           **({"sw": sample_weight, "WEIGHTED": True} if weighted else {}))
+                           **weight_arguments(sample_weight))
     return n, su, ll
 
 

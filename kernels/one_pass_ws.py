@@ -45,7 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded
+from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
 from kernels.two_pass_ws import row_tile_loader, tf32_high
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
@@ -308,6 +308,6 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     n_tiles = triton.cdiv(N, BLOCK_N)
     programs = program_count(n_tiles, X.device, sum_tiles)
     _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong),
-                                     **({"sw": sample_weight, "WEIGHTED": True} if sample_weight is not None else {}))
+                                     **weight_arguments(sample_weight))
     return n, su, ll
 

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, statistics_pass_grid
+from kernels.launch import LaunchConfig, statistics_pass_grid, weight_arguments
 from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
                           statistics_accumulators)
 
@@ -131,18 +131,13 @@ def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     return n, su, ll
 
 
-def _weights(sample_weight) -> dict:
-    """The kernels' weight arguments: none unweighted (WEIGHTED's default: the kernel compiles as without)."""
-    return {} if sample_weight is None else {"sw": sample_weight, "WEIGHTED": True}
-
-
 def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, ll, sample_weight=None) -> None:
     """Pass 1: L[i] = m_i + log(lambda_i) for every row, ll += sum_i w_i L[i] (w_i = 1 without weights)."""
     N, d = X.shape
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee, fp64: W itself, WT_split unused
     _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, WT_split, b, L, ll, N, d, K, X.stride(0),
-                                                           **meta, **_weights(sample_weight))
+                                                           **meta, **weight_arguments(sample_weight))
 
 
 def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
@@ -169,7 +164,7 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
     _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta,
-                                            **_weights(sample_weight))
+                                            **weight_arguments(sample_weight))
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import hopper_kernels_switched_off, statistics_pass_grid
+from kernels.launch import hopper_kernels_switched_off, statistics_pass_grid, weight_arguments
 from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
@@ -231,7 +231,5 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=Non
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
                                                STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
-                                               maxnreg=128,
-                                               **({"sw": sample_weight, "WEIGHTED": True}
-                                                  if sample_weight is not None else {}))
+                                               maxnreg=128, **weight_arguments(sample_weight))
 

@@ -11,8 +11,8 @@ DIR/full_bench.csv as they are measured (appended: re-run skipped shapes with --
 compiler refuses, or one past the time budget, is a row with its status. The first shape also runs
 the rule's choice with float64 statistics slabs; every shape the rule's choice with the component moments and
 with each ``--config`` (FullConfig overrides), and, where N K d^2 <= FLOAT64_MAX_WORK, full and tied by the
-estimator's float64 E-step (precision "fp64", torch ops) beside the kernels. At the end: per shape the fastest valid variant and its roofline
-fraction, and the thresholds of kernels/full/config.py that the rows imply.
+estimator's float64 E-step (precision "fp64", torch ops) beside the kernels. At the end: per shape the fastest
+valid variant and its roofline fraction, and the thresholds of kernels/full/config.py that the rows imply.
 
 Roofline (useful FLOP at the precision's rate, X read once from HBM): full 2 N K d (d + 1) (score over
 the upper triangle of the quadratic form plus the upper triangle of the second moments, a multiply-add
@@ -49,8 +49,8 @@ FLOAT64_MAX_WORK = 64 * MATRIX_FP64_FLOOR_WORK  # N K d^2 up to which the float6
 FLOAT64_CHUNK_BYTES = 1 << 30  # its (rows, K, d) float64 temporaries, a chunk of rows at a time
 HBM_BYTES_PER_S = 4.3e12
 COLUMNS = ["date", "git_commit", "device", "shape", "N", "K", "d", "covariance", "dataflow", "algorithm", "precision",
-           "slab_dtype", "moments", "config", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms", "roofline_frac",
-           "accuracy_rows", "err_ell", "err_weights", "err_means", "err_covariances"]
+           "slab_dtype", "moments", "config", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms",
+           "roofline_frac", "accuracy_rows", "err_ell", "err_weights", "err_means", "err_covariances"]
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -79,7 +79,7 @@ class Variant:
     precision: str
     slab_dtype: torch.dtype | None = None
     moments: str = ""
-    config: str = ""  # "field=value,..." over full_config.default_config (harness.studies.resources)
+    config: str = ""  # "field=value,..." over the default config (kernels.full.config.parse_full_config)
 
 
 def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=()):
@@ -313,8 +313,8 @@ def main(argv=None) -> None:
                 writer.writerow(row)
                 f.flush()
                 rows.append(row)
-                print(f"  {v.covariance:4s} {v.dataflow:8s} {v.algorithm:13s} {v.precision:6s} {row['slab_dtype']:7s} "
-                      f"{v.moments:9s} {v.config:20s} "
+                print(f"  {v.covariance:4s} {v.dataflow:8s} {v.algorithm:13s} {v.precision:6s} "
+                      f"{row['slab_dtype']:7s} {v.moments:9s} {v.config:20s} "
                       f"{row['status'][:60]:10s} {row.get('ms_per_iter', ''):>9s} ms/iter  roofline "
                       f"{row.get('roofline_frac', ''):>6s}  err ell {row.get('err_ell', '')} cov "
                       f"{row.get('err_covariances', '')}", flush=True)

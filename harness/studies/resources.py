@@ -41,6 +41,12 @@ PTRS32, PTRS64 = "*fp32", "*fp64"
 I32 = "i32"
 
 
+def _weights_typed(weighted: bool) -> tuple[dict, dict]:
+    """(signature, constexprs) of a kernel's sample-weight arguments, as kernels.launch.weight_arguments passes
+    them: the weights a float32 pointer and WEIGHTED, or sw None and WEIGHTED False (compiled as without)."""
+    return ({"sw": PTRS32}, {"WEIGHTED": True}) if weighted else ({}, {"sw": None, "WEIGHTED": False})
+
+
 def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it). X is
     float32; the lifted parameters, the center and L float64 under fp64 (kernels.lift.lift_dtype)."""
@@ -93,10 +99,12 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     X = torch.empty(64, two_pass_ws.D_PAD)
     desc = TensorDescriptor(X, list(X.shape), [two_pass_ws.D_PAD, 1], [64, two_pass_ws.D_PAD], layout)
     sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
-           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32,
-           **({"sw": PTRS32} if weighted else {})}
+           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32}
     constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k, STAGES=two_pass_ws.STAGES,
-                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS, WEIGHTED=weighted, **({} if weighted else {"sw": None}))
+                      LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
+    weight_sig, weight_constexprs = _weights_typed(weighted)
+    sig.update(weight_sig)
+    constexprs.update(weight_constexprs)
     source = GluonASTSource(two_pass_ws._statistics_kernel_ws, {**sig, **{k: "constexpr" for k in constexprs}},
                             constexprs=constexprs)
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}
@@ -111,11 +119,11 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False):
 
     meta = one_pass_ws.launch_meta(k_pad, pingpong)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
-    constexprs.update(WEIGHTED=weighted, **({} if weighted else {"sw": None}))
+    weight_sig, weight_constexprs = _weights_typed(weighted)
+    constexprs.update(weight_constexprs)
     desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.D_PAD}],{one_pass_ws.x_layout()!r}>"
     sig = {"x_desc": desc, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
-           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **({"sw": PTRS32} if weighted else {}),
-           **{k: "constexpr" for k in constexprs}}
+           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **weight_sig, **{k: "constexpr" for k in constexprs}}
     source = GluonASTSource(one_pass_ws._one_pass_kernel_ws, sig, constexprs=constexprs)
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
@@ -166,7 +174,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there; the Triton one pass
             # stays beside the warp-specialized one, which takes only N >= warp_specialized_one_pass_rows)
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
-        constexprs.update(sw=None, WEIGHTED=False)  # unweighted: the kernels compiled as without sample weights
+        constexprs.update(_weights_typed(False)[1])  # unweighted: the kernels compiled as without sample weights
         sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
