@@ -2,7 +2,8 @@
 compiler's resource report (registers, spills, shared memory) per shape.
 
     python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass]
-        [--precision tf32x3|ieee|fp64] [--config block_n=32,num_stages=1,... (repeatable)] [--out FILE.csv]
+        [--precision tf32x3|ieee|fp64] [--config block_n=32,num_stages=1,... (repeatable)]
+        [--sample-weight none,uniform] [--out FILE.csv]
 
 Shapes are named N_K_d with K/M suffixes (20K = 20 000, 1M = 1 000 000). This is
 a diagnostic for kernel work on a GPU; the benchmark numbers of record come from
@@ -66,9 +67,22 @@ def time_ms(fn, reps: int) -> float:
     return best
 
 
-def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None) -> dict:
+def row_weights(kind: str, N: int):
+    """The sample_weight a row is timed with: none, or "uniform" ones drawn from [0.5, 1.5) (seed 0), the
+    extra float32 stream a weighted fit reads beside X (issue 22's cost of sample_weight)."""
+    if kind == "none":
+        return None
+    if kind == "uniform":
+        g = torch.Generator(device="cuda").manual_seed(0)
+        return torch.rand(N, device="cuda", generator=g) + 0.5
+    raise ValueError(f"--sample-weight takes none or uniform, got {kind!r}")
+
+
+def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None,
+            weights: str = "none") -> dict:
     N, K, d = parse_shape(name)
     X = make_dataset(N, K, d, 0, "cuda").X
+    sample_weight = row_weights(weights, N)
     init = shared_init(X, K, 0)
     center = data_center(X, True)
     alg = resolve_algorithm(K, d, algorithm, precision)
@@ -76,7 +90,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
 
     def fit(graph=True):
         return kernels.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
-                           center=center, config=cfg, cuda_graph=graph)
+                           center=center, config=cfg, cuda_graph=graph, sample_weight=sample_weight)
 
     r = fit()
     torch.cuda.reset_peak_memory_stats()
@@ -93,9 +107,11 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     W, b = ws.W, ws.b
     passes = {}
     if alg == "one_pass":
-        kern = lambda: one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out)  # noqa: E731
+        kern = lambda: one_pass_statistics(X, ws.center, W, b, cfg, precision, out=out,  # noqa: E731
+                                           sample_weight=sample_weight)
     else:
-        kern = lambda: two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L)  # noqa: E731
+        kern = lambda: two_pass_statistics(X, ws.center, W, b, K, cfg, precision, out=out, L_buffer=ws.L,  # noqa: E731
+                                           sample_weight=sample_weight)
         passes = {  # each pass alone: which one the two-pass time goes to
             "pass1_ms": time_ms(lambda: normalizer_pass(X, ws.center, W, b, K, cfg, precision, ws.L, ws.ll), 10),
             "pass2_ms": time_ms(lambda: statistics_pass(X, ws.center, W, b, K, cfg, precision, ws.L, ws.n, ws.su), 10)}
@@ -104,7 +120,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     flop = 8.0 * N * K * d
     return {
         "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
-        **dataclasses.asdict(cfg),
+        "sample_weight": weights, "kernel": r.kernel, **dataclasses.asdict(cfg),
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
         **{k: round(v, 4) for k, v in passes.items()},
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
@@ -124,6 +140,8 @@ def main(argv=None):
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--config", action="append", default=[None],
                    help="extra launch configs to time (repeatable): field=value,... of LaunchConfig")
+    p.add_argument("--sample-weight", default="none",
+                   help="comma-separated: none (unweighted) and/or uniform (weights in [0.5, 1.5))")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     seen: set = set()
@@ -131,14 +149,15 @@ def main(argv=None):
     for name in a.shapes:
         for alg in a.algorithm.split(","):
             for text in a.config:
-                try:
-                    row = measure(name, alg, a.precision, a.n_iter, seen, parse_config(text))
-                except Exception as e:  # one failing config (e.g. OutOfResources) must not stop the others
-                    row = {"shape": name, "algorithm": alg, "config": text,
-                           "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-                print(row, flush=True)
-                rows.append(row)
-                torch.cuda.empty_cache()
+                for weights in a.sample_weight.split(","):
+                    try:
+                        row = measure(name, alg, a.precision, a.n_iter, seen, parse_config(text), weights)
+                    except Exception as e:  # one failing config (e.g. OutOfResources) must not stop the others
+                        row = {"shape": name, "algorithm": alg, "config": text, "sample_weight": weights,
+                               "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                    print(row, flush=True)
+                    rows.append(row)
+                    torch.cuda.empty_cache()
     if a.out:
         write_diagnostic_csv(a.out, rows)
 
