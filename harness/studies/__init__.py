@@ -13,6 +13,8 @@ Each is a command-line entry point, ``python -m harness.studies.<name>``:
 - ``streaming_bench``: host-to-device bandwidth, streamed and in-memory ms/iteration (GPU);
 - ``distributed_bench``: data-parallel EM on the seeded data, under ``torchrun`` (GPUs or gloo);
 - ``estimator_e2e``: ``GaussianMixture.fit`` end to end from a host array and a CUDA tensor, with its time split (GPU);
+- ``validation_phase``: the validation + centering pass bare, beside the harness's NVML sampler and JAX, and
+  the estimator's own phase (GPU);
 - ``kmeans_init_bench``: the device k-means++ / Lloyd initialization against flash-kmeans and cuVS (GPU);
 - ``full_bench``: full and tied covariance, both dataflows and both algorithms, beside diag (GPU).
 
