@@ -103,7 +103,7 @@ class BlockStatistics:
             self.precision = precision
             if covariance_type == "full":
                 self.algorithm, self.dataflow = full_em.resolve(K, d, algorithm, "auto", precision)
-                self.cfg = full_config.default_config(self.algorithm, K, d)
+                self.cfg = full_config.default_config(self.algorithm, K, d, self.dataflow)
             else:  # tied takes diag's rule and tiles (kernels/tied/em.py)
                 self.algorithm, self.dataflow = resolve_algorithm(K, d, algorithm, precision), "whitened"
                 self.cfg = launch_config(self.algorithm, K, d)

@@ -121,7 +121,7 @@ def run_fit(v: Variant, X, params, n_iter, cuda_graph=True):
     if v.algorithm == "torch_float64":
         return float64_fit(v.covariance, X, params, n_iter)
     if v.covariance == "full":
-        cfg = full_config.parse_full_config(v.config, v.algorithm, m.shape[0], X.shape[1])
+        cfg = full_config.parse_full_config(v.config, v.algorithm, m.shape[0], X.shape[1], v.dataflow)
         cfg = FullConfig(**{**cfg.__dict__, "slab_dtype": v.slab_dtype})
         return kf.fit(X, (w, m, U), n_iter, dataflow=v.dataflow, algorithm=v.algorithm, precision=v.precision,
                       center=zero, config=cfg, cuda_graph=cuda_graph, moments=v.moments)

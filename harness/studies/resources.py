@@ -208,7 +208,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     which say whether the score and the statistics reached the tensor cores. Moments "component" is the
     statistics kernels' SHIFTED variant (one tensor-core product per component, kernels/full/tiles.py)."""
     _refuse_interpreter()
-    cfg = cfg or full_config.default_config(algorithm, K, d)
+    cfg = cfg or full_config.default_config(algorithm, K, d, dataflow)
     k_pad, d_pad = padded_sizes(K, d)
     block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
@@ -288,7 +288,7 @@ def main(argv=None) -> None:
     for text in a.config:
         rows = (report(a.K, a.d, a.algorithm, a.precision, parse_config(text)) if a.covariance == "diag" else
                 full_report(a.K, a.d, a.algorithm, a.moments, a.dataflow, a.precision,
-                            parse_full_config(text, a.algorithm, a.K, a.d)))
+                            parse_full_config(text, a.algorithm, a.K, a.d, a.dataflow)))
         for row in rows:
             print(json.dumps(row), flush=True)
 

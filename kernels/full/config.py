@@ -52,19 +52,28 @@ def choose_dataflow(d: int) -> str:
     return "products"
 
 
-def default_config(algorithm: str, K: int, d: int) -> FullConfig:
-    """32-row tiles without software pipelining: compiled offline for sm_90 at (K_pad, d_pad) = (32, 32), 64-row
-    tiles or two stages spill 24-392 bytes in the lift's and the statistics' kernels at 255 registers, these
-    do not (167-210 registers). Algorithm 3 takes more programs per SM (its programs hold one component tile)."""
+def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
+    """Rows per tile: 64 where the products dataflow compiles without spills for sm_90 (offline, `harness.studies.resources
+    --covariance full`: d_pad <= 32 in Algorithm 3, whose statistics programs hold one 32-component tile, and in
+    the one pass up to K_pad = 64; 220-255 registers, 2 programs per SM as launched), else 32 (the one pass at
+    K_pad 256 and d_pad 16, or d_pad 64, spills 32-224 bytes with 64 rows, and the lift 56-112 bytes at K_pad 32
+    and 128, d_pad 32). Measured on the H200 at 1f63e08
+    (results/h200/kernel_measure/full_bench_2026-12-01_1f63e08.csv): 64 rows are 2.6x faster at 20M_32_16 in
+    the one pass (53.4 -> 20.6 ms/iter: each tile ends in a read-modify-write of the program's second-moment
+    slab, which 64-row tiles do half as often: our reading, unprofiled) and 1.16x at 1M_128_32 in Algorithm 3; other shapes by the
+    compile alone. No software pipelining. Algorithm 3 takes more programs per SM (its programs hold one
+    component tile)."""
+    d_pad, K_pad = pow2_at_least_16(d), pow2_at_least_16(K)
+    wide = dataflow == "products" and d_pad <= 32
     if algorithm == "two_pass":
-        return FullConfig(block_k=min(32, pow2_at_least_16(K)), programs_per_sm=8)
-    return FullConfig(block_k=min(64, pow2_at_least_16(K)))
+        return FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), programs_per_sm=8)
+    return FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad))
 
 
-def parse_full_config(text: str | None, algorithm: str, K: int, d: int) -> FullConfig:
+def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
     """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
     'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2' (slab_dtype is not a field here)."""
-    cfg = default_config(algorithm, K, d)
+    cfg = default_config(algorithm, K, d, dataflow)
     if not text:
         return cfg
     types = {f.name: f.type for f in dataclasses.fields(FullConfig) if f.name != "slab_dtype"}

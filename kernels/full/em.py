@@ -161,7 +161,7 @@ def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, co
     sample_weight = check_sample_weight(X, sample_weight)
     K, d = means.shape
     algorithm, dataflow = resolve(K, d, algorithm, dataflow, precision)
-    cfg = config or full_config.default_config(algorithm, K, d)
+    cfg = config or full_config.default_config(algorithm, K, d, dataflow)
     return weights, means, U, sample_weight, algorithm, dataflow, cfg, Workspace(X, K, algorithm, data_center(X, center))
 
 
