@@ -1,6 +1,9 @@
 """The statistics kernels' accuracy and cost as the dispatch rule runs them (issues 21 and 23), in one GPU run.
 
     python -m harness.studies.statistics_accumulation --out results/h200/kernel_measure/numerics_<date>_<commit>
+        [--accuracy-shapes table1|S,S,...] [--timing-shapes S,...|""] [--dispatch-shapes S,...|""]
+
+(``table1``: Table 1's sixteen shapes, from conf/experiment/table1.yaml, and 100M_32_32; "" skips a part.)
 
 Every statistics kernel adds each row tile's product (a fresh accumulator) into float32 running sums of at most
 ``LaunchConfig.sum_tiles`` row tiles a program (kernels/launch.py SUM_TILES; the grid grows where the persistent
@@ -331,19 +334,32 @@ def precompile(jobs, workers: int, timeout_s: float) -> None:
                       "failures": failed[:5]}), flush=True)
 
 
+def shape_list(text: str) -> tuple[str, ...]:
+    """Comma-separated shape names; "table1" is Table 1's sweep (its Hydra config) and 100M_32_32."""
+    if text == "table1":
+        from omegaconf import OmegaConf
+
+        sweep = OmegaConf.load(REPO / "conf/experiment/table1.yaml").hydra.sweeper.params.shape
+        return (*sweep.split(","), "100M_32_32")
+    return tuple(t for t in text.split(",") if t)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for accuracy.csv, timing.csv and dispatch.csv")
     p.add_argument("--budget-s", type=float, default=225.0, help="seconds after which the remaining work is skipped")
     p.add_argument("--compile-workers", type=int, default=min(12, max(0, (os.cpu_count() or 2) - 2)))
+    p.add_argument("--accuracy-shapes", type=shape_list, default=ACCURACY_SHAPES)
+    p.add_argument("--timing-shapes", type=shape_list, default=TIMING_SHAPES)
+    p.add_argument("--dispatch-shapes", type=shape_list, default=DISPATCH_SHAPES)
     a = p.parse_args(argv)
     t_start = time.perf_counter()
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit("this study measures the GPU's kernels: it needs a CUDA GPU")
-    jobs = [(s, "accuracy") for s in ACCURACY_SHAPES] + [(s, "timing") for s in TIMING_SHAPES]
-    jobs += [(s, "dispatch") for s in ("20M_32_32", "1M_128_32")]  # K_pad 32 and 128
+    jobs = [(s, "accuracy") for s in a.accuracy_shapes] + [(s, "timing") for s in a.timing_shapes]
+    jobs += [(s, "dispatch") for s in ("20M_32_32", "1M_128_32") if s in a.dispatch_shapes]  # K_pad 32 and 128
     precompile(jobs, a.compile_workers, timeout_s=0.45 * a.budget_s)
 
     from harness import env
@@ -352,14 +368,14 @@ def main(argv=None) -> int:
     prov = {"git_commit": env.git_commit(), "device": torch.cuda.get_device_name()}
     deadline = t_start + a.budget_s
     dispatch_csv = Appender(a.out / "dispatch.csv", DISPATCH_COLUMNS, prov)
-    for shape in DISPATCH_SHAPES:  # small and quick: first
+    for shape in a.dispatch_shapes:  # small and quick: first
         dispatch(shape, dispatch_csv, deadline)
     time_csv = Appender(a.out / "timing.csv", TIMING_COLUMNS, prov)
     acc_csv = Appender(a.out / "accuracy.csv", ACCURACY_COLUMNS, prov)
-    for shape in dict.fromkeys(ACCURACY_SHAPES + TIMING_SHAPES):
-        if shape in ACCURACY_SHAPES:
+    for shape in dict.fromkeys(a.accuracy_shapes + a.timing_shapes):
+        if shape in a.accuracy_shapes:
             accuracy(shape, acc_csv, deadline)
-        if shape in TIMING_SHAPES:
+        if shape in a.timing_shapes:
             timing(shape, time_csv, deadline)
     print(json.dumps({"seconds": round(time.perf_counter() - t_start, 1), "out": str(a.out)}), flush=True)
     return 0

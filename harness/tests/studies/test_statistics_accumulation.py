@@ -16,10 +16,21 @@ def test_the_studys_warm_size_specializes_the_kernel_arguments_as_the_full_size(
         counts = [N] + [triton.cdiv(N, rows) for rows in (32, 64, 256)]
         return [(c == 1, c % 16 == 0) for c in counts]
 
-    for shape in study.ACCURACY_SHAPES + study.TIMING_SHAPES:
+    for shape in study.ACCURACY_SHAPES + study.TIMING_SHAPES + study.shape_list("table1"):
         N = parse_shape(shape)[0]
         warm = study.warm_rows(N)
         assert warm < 200_000 and classes(warm) == classes(N), shape
+
+
+def test_table1_shapes_are_the_sweeps_and_100m_rows():
+    """--accuracy-shapes table1 (issue 21's table): Table 1's sixteen shapes as its Hydra config sweeps them, then
+    100M rows; an empty list skips a part."""
+    from omegaconf import OmegaConf
+
+    shapes = study.shape_list("table1")
+    sweep = OmegaConf.load(study.REPO / "conf/experiment/table1.yaml").hydra.sweeper.params.shape.split(",")
+    assert len(sweep) == 16 and shapes == (*sweep, "100M_32_32")
+    assert study.shape_list("") == () and study.shape_list("1M_32_32,4M_16_128") == ("1M_32_32", "4M_16_128")
 
 
 @pytest.mark.parametrize("shape,want_ms", [((20_000_000, 32, 32), 1.24), ((4_000_000, 32, 32), 0.25),
