@@ -32,7 +32,10 @@ class FullConfig:
     """block_n: rows per tile; block_k: components per score tile (capped at K_pad); cols: columns of
     [U_1 | U_2 | ...] per product in the ``products`` score (cols / d_pad components, or part of one);
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
-    the slab traffic and removes the float32 sums' drift over ~N / programs rows)."""
+    the slab traffic and removes the float32 sums' drift over ~N / programs rows); resident_moments: keep the
+    center moments of a program's component tile in registers over its row tiles and write the slab once,
+    where :func:`resident_moments` allows (kernels/full/tiles.py tile_moments), instead of a read-modify-write
+    of the slab per row tile."""
 
     block_n: int = 32
     block_k: int = 32
@@ -41,6 +44,17 @@ class FullConfig:
     num_stages: int = 1
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
+    resident_moments: int = 0
+
+
+RESIDENT_MAX = 8192  # float32 second-moment sums a program may keep in registers (64 a thread at 4 warps)
+
+
+def resident_moments(cfg: FullConfig, d_pad: int, block_k: int, component_tiles: int, shifted: bool) -> bool:
+    """Whether a statistics kernel keeps its moments in registers: asked for by ``cfg``, moments about the center
+    (the component fallback sums a component at a time), one component tile a program (Algorithm 3's programs
+    always; the one pass when BLOCK_K = K_pad) and d_pad^2 x BLOCK_K <= RESIDENT_MAX (d_pad 16, BLOCK_K <= 32)."""
+    return bool(cfg.resident_moments) and not shifted and component_tiles == 1 and d_pad * d_pad * block_k <= RESIDENT_MAX
 
 
 def choose_algorithm(K: int, d: int) -> str:
@@ -72,7 +86,7 @@ def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -
 
 def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
     """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
-    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2' (slab_dtype is not a field here)."""
+    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2,resident_moments=1' (slab_dtype is not a field here)."""
     cfg = default_config(algorithm, K, d, dataflow)
     if not text:
         return cfg

@@ -13,6 +13,9 @@ same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper 
 sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
 (rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
 component do not fit in registers, and a slot read and written by one program needs no atomics.
+With ``FullConfig.resident_moments`` where a program's accumulators fit (d_pad^2 x BLOCK_K <= RESIDENT_MAX), the
+center moments stay in registers over the program's row tiles instead (:func:`tile_moments`: all D_PAD^2 products
+of x (x) x in one product) and go to the slab once (:func:`store_moments`).
 Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
 (the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
 m_k instead (its incoming mean), one tensor-core product per component.
@@ -189,3 +192,44 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
         m2 = tf32x3.dot(a_hi, a_lo, b_hi, b_lo, tl.zeros([D_PAD, D_PAD], tl.float32), PRECISION)
         ptr = slab + j * ROWS + m2_rows
         tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)
+
+
+@triton.jit
+def tile_moments(g, x_hi, x_lo, n_acc, s_acc, m2_acc, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+    """(n, s, M2) accumulators plus the tile's sums about the center, for accumulators a program keeps in registers
+    over its row tiles: n = sum g, s = (x - c)^T g and the full second moments [(x - c) (x) (x - c)]^T g
+    (D_PAD^2 x BLOCK_K, both orders of every pair: one product for every component of the tile), each product a
+    fresh tensor-core accumulator added on the CUDA cores (issue 21's float32 running sums)."""
+    g_hi, g_lo = tf32x3.split(g, PRECISION)
+    n_acc += tl.sum(g, 0)
+    s_acc += tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
+                        PRECISION)
+    x = tf32x3.join(x_hi, x_lo, PRECISION)
+    q_hi, q_lo = tf32x3.split(tl.reshape(x[:, :, None] * x[:, None, :], [BLOCK_N, D_PAD * D_PAD]), PRECISION)
+    m2_acc += tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, tl.zeros([D_PAD * D_PAD, BLOCK_K], tl.float32),
+                         PRECISION)
+    return n_acc, s_acc, m2_acc
+
+
+@triton.jit
+def store_moments(slab, KW, kofs, n_acc, s_acc, m2_acc, d, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
+                  F: tl.constexpr):
+    """slab[:, kofs : kofs + BLOCK_K] += the accumulators of :func:`tile_moments`, M2's upper block triangle in the
+    pair blocks' rows (pair (I, J), I <= J, of the ceil(d / F) feature blocks, as
+    :func:`kernels.full.parameters.feature_pairs` numbers them)."""
+    kl = kofs + tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, D_PAD)
+    ptr = slab + kl
+    tl.store(ptr, tl.load(ptr) + n_acc)
+    ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
+    tl.store(ptr, tl.load(ptr) + s_acc)
+    r = tl.arange(0, D_PAD * D_PAD)
+    bi = r // D_PAD // F
+    bj = r % D_PAD // F
+    blocks = (d + F - 1) // F
+    pair = bi * blocks - bi * (bi - 1) // 2 + (bj - bi)
+    row = 1 + D_PAD + pair * (F * F) + (r // D_PAD % F) * F + r % D_PAD % F
+    upper = ((bi <= bj) & (bj < blocks))[:, None]  # padded blocks past ceil(d / F) are 0 but would land elsewhere
+    ptr = slab + row[:, None] * KW + kl[None, :]
+    tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2_acc, mask=upper)
