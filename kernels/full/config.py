@@ -54,7 +54,8 @@ def resident_moments(cfg: FullConfig, d_pad: int, block_k: int, component_tiles:
     """Whether a statistics kernel keeps its moments in registers: asked for by ``cfg``, moments about the center
     (the component fallback sums a component at a time), one component tile a program (Algorithm 3's programs
     always; the one pass when BLOCK_K = K_pad) and d_pad^2 x BLOCK_K <= RESIDENT_MAX (d_pad 16, BLOCK_K <= 32)."""
-    return bool(cfg.resident_moments) and not shifted and component_tiles == 1 and d_pad * d_pad * block_k <= RESIDENT_MAX
+    fits = d_pad * d_pad * block_k <= RESIDENT_MAX
+    return bool(cfg.resident_moments) and not shifted and component_tiles == 1 and fits
 
 
 def choose_algorithm(K: int, d: int) -> str:
@@ -67,16 +68,16 @@ def choose_dataflow(d: int) -> str:
 
 
 def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
-    """Rows per tile: 64 where the products dataflow compiles without spills for sm_90 (offline, `harness.studies.resources
-    --covariance full`: d_pad <= 32 in Algorithm 3, whose statistics programs hold one 32-component tile, and in
-    the one pass up to K_pad = 64; 220-255 registers, 2 programs per SM as launched), else 32 (the one pass at
-    K_pad 256 and d_pad 16, or d_pad 64, spills 32-224 bytes with 64 rows, and the lift 56-112 bytes at K_pad 32
-    and 128, d_pad 32). Measured on the H200 at 1f63e08
+    """Rows per tile: 64 where the products dataflow compiles without spills for sm_90 (offline,
+    `harness.studies.resources --covariance full`: d_pad <= 32 in Algorithm 3, whose statistics programs hold
+    one 32-component tile, and in the one pass up to K_pad = 64; 220-255 registers, 2 programs per SM as
+    launched), else 32 (the one pass at K_pad 256 and d_pad 16, or d_pad 64, spills 32-224 bytes with 64 rows,
+    and the lift 56-112 bytes at K_pad 32 and 128, d_pad 32). Measured on the H200 at 1f63e08
     (results/h200/kernel_measure/full_bench_2026-12-01_1f63e08.csv): 64 rows are 2.6x faster at 20M_32_16 in
     the one pass (53.4 -> 20.6 ms/iter: each tile ends in a read-modify-write of the program's second-moment
-    slab, which 64-row tiles do half as often: our reading, unprofiled) and 1.16x at 1M_128_32 in Algorithm 3; other shapes by the
-    compile alone. No software pipelining. Algorithm 3 takes more programs per SM (its programs hold one
-    component tile)."""
+    slab, which 64-row tiles do half as often: our reading, unprofiled) and 1.16x at 1M_128_32 in Algorithm 3;
+    other shapes by the compile alone. No software pipelining. Algorithm 3 takes more programs per SM (its
+    programs hold one component tile)."""
     d_pad, K_pad = pow2_at_least_16(d), pow2_at_least_16(K)
     wide = dataflow == "products" and d_pad <= 32
     if algorithm == "two_pass":
