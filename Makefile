@@ -17,7 +17,8 @@ PLATFORM ?= manylinux_2_28_x86_64
 WHEELHOUSE ?= wheelhouse
 WHEELS_MIN := hydra-core==1.3.2 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 gmmx==0.7 \
   pomegranate==1.1.2 apricot-select==0.6.1 nose==1.3.7 nvidia-ml-py==13.615.71 \
-  hydra-joblib-launcher==1.2.0 hydra-submitit-launcher==1.2.0 submitit==1.5.4 cloudpickle==3.1.3
+  hydra-joblib-launcher==1.2.0 hydra-submitit-launcher==1.2.0 submitit==1.5.4 cloudpickle==3.1.3 \
+  pytest-xdist==3.8.0 execnet
 WHEELS_ALL := $(WHEELS_MIN) pyyaml==6.0.4 numba==0.68.1 llvmlite==0.50.0 networkx==3.6.1 tqdm==4.70.1 \
   psutil==7.2.2 mpmath==1.3.0 pandas==3.1.1 python-dateutil tzdata matplotlib==3.11.2 contourpy cycler \
   kiwisolver fonttools pillow pyparsing scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl \
@@ -35,7 +36,7 @@ SDIST_ONLY := antlr4-python3-runtime==4.9.3 apricot-select==0.6.1
 HAS_CUDA_TORCH := $(shell $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && echo yes)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: venv test reproduce figures baselines wheelhouse install-offline clean
+.PHONY: venv test gpu-test reproduce figures baselines wheelhouse install-offline clean
 
 venv: $(STAMP)
 
@@ -66,6 +67,26 @@ endif
 
 test: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
+
+# make gpu-test on a GPU node: the kernel, arm, gate and study tests compiled on the device (the gpu-marked
+# ones run), over GPU_TEST_JOBS pytest-xdist workers a test file each at a time (compiles are CPU-bound: the
+# suite in four serial processes ran past 470 s on the H200), then the portable path over the kernel tests
+# (TURBO_GMM_HOPPER_KERNELS=0, the Hopper-only kernels off: what an A100 runs). Both logs go to
+# results/<device>/gpu_tests{,_portable}_<date>_<commit>.log, the commit as harness.env.git_commit names it.
+GPU_TEST_JOBS ?= 10
+GPU_TESTS := kernels/tests gate arms/tests harness/tests/studies
+gpu-test: venv
+ifneq ($(HAS_GPU),yes)
+	@echo "make gpu-test runs the suite compiled on a GPU, and this machine has none (nvidia-smi -L): make test runs it here"; exit 2
+endif
+	@dev=$(DEVICE_LABEL); commit=$$($(VPY) -c "from harness.env import git_commit; print(git_commit()[:7])"); \
+	log=results/$$dev/gpu_tests_$$(date +%F)_$$commit.log; portable=results/$$dev/gpu_tests_portable_$$(date +%F)_$$commit.log; \
+	mkdir -p results/$$dev; echo "make gpu-test: $(GPU_TESTS) on $$dev, $(GPU_TEST_JOBS) workers -> $$log"; \
+	$(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist loadfile $(GPU_TESTS) > $$log 2>&1; all=$$?; \
+	tail -3 $$log; echo "then the portable path -> $$portable"; \
+	TURBO_GMM_HOPPER_KERNELS=0 $(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist loadfile \
+	  -k "not _ws" kernels/tests > $$portable 2>&1; port=$$?; tail -3 $$portable; \
+	[ $$all -eq 0 ] && [ $$port -eq 0 ]
 
 # make reproduce on a GPU: every experiment of the paper, resumably (a finished cell or CSV is
 # skipped; FORCE=1 redoes them and re-measures env.json), then every table, figure and the claims
