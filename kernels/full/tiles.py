@@ -164,6 +164,20 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
 
 
 @triton.jit
+def moment_rows(d, D_PAD: tl.constexpr, F: tl.constexpr):
+    """(rows, upper), both D_PAD x D_PAD: the statistics-table row of second moment (a, b) in the pair blocks (pair
+    (I, J), I <= J, of the ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs`
+    does, lane (a % F) F + b % F), and whether it is stored: the upper block triangle, padded blocks past
+    ceil(d / F) left out (they are 0 but would land in other rows)."""
+    dd = tl.arange(0, D_PAD)
+    blocks = (d + F - 1) // F
+    bi = (dd // F)[:, None]
+    bj = (dd // F)[None, :]
+    pair = bi * blocks - bi * (bi - 1) // 2 + (bj - bi)
+    return 1 + D_PAD + pair * (F * F) + (dd % F)[:, None] * F + (dd % F)[None, :], (bi <= bj) & (bj < blocks)
+
+
+@triton.jit
 def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
                     D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
                     PRECISION: tl.constexpr):
@@ -175,12 +189,7 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
     kj = tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     x = centered_tile(X, center, rows, dd, N, d, stride_x)
-    blocks = (d + F - 1) // F
-    bi = (dd // F)[:, None]
-    bj = (dd // F)[None, :]
-    pair = bi * blocks - bi * (bi - 1) // 2 + (bj - bi)
-    m2_rows = 1 + D_PAD + pair * (F * F) + (dd % F)[:, None] * F + (dd % F)[None, :]
-    upper = (bi <= bj) & (bj < blocks)  # padded blocks past ceil(d / F) are 0 but would land in other rows
+    m2_rows, upper = moment_rows(d, D_PAD, F)
     for j in range(0, BLOCK_K):
         gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,), 0 past N
         y = x - tl.load(shift + j * D_PAD + dd)[None, :]
@@ -216,20 +225,14 @@ def tile_moments(g, x_hi, x_lo, n_acc, s_acc, m2_acc, D_PAD: tl.constexpr, BLOCK
 def store_moments(slab, KW, kofs, n_acc, s_acc, m2_acc, d, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
                   F: tl.constexpr):
     """slab[:, kofs : kofs + BLOCK_K] += the accumulators of :func:`tile_moments`, M2's upper block triangle in the
-    pair blocks' rows (pair (I, J), I <= J, of the ceil(d / F) feature blocks, as
-    :func:`kernels.full.parameters.feature_pairs` numbers them)."""
+    pair blocks' rows (:func:`moment_rows`)."""
     kl = kofs + tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     ptr = slab + kl
     tl.store(ptr, tl.load(ptr) + n_acc)
     ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
     tl.store(ptr, tl.load(ptr) + s_acc)
-    r = tl.arange(0, D_PAD * D_PAD)
-    bi = r // D_PAD // F
-    bj = r % D_PAD // F
-    blocks = (d + F - 1) // F
-    pair = bi * blocks - bi * (bi - 1) // 2 + (bj - bi)
-    row = 1 + D_PAD + pair * (F * F) + (r // D_PAD % F) * F + r % D_PAD % F
-    upper = ((bi <= bj) & (bj < blocks))[:, None]  # padded blocks past ceil(d / F) are 0 but would land elsewhere
-    ptr = slab + row[:, None] * KW + kl[None, :]
-    tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2_acc, mask=upper)
+    m2_rows, upper = moment_rows(d, D_PAD, F)
+    ptr = slab + tl.reshape(m2_rows, [D_PAD * D_PAD])[:, None] * KW + kl[None, :]
+    mask = tl.reshape(upper, [D_PAD * D_PAD])[:, None]
+    tl.store(ptr, tl.load(ptr, mask=mask, other=0.0) + m2_acc, mask=mask)
