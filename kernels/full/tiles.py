@@ -139,7 +139,6 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
     for the whole tile: the fallback, not the default. Its sums are a component's at a time, so its slab holds
     each component's ROWS sums contiguously."""
     kl = kofs + tl.arange(0, BLOCK_K)
-    dd = tl.arange(0, D_PAD)
     ff = tl.arange(0, F * F)
     if SHIFTED:
         ptr = slab + kl * ROWS
@@ -147,13 +146,10 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
         shifted_moments(slab + kofs * ROWS, ROWS, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N,
                         BLOCK_K, F, PRECISION)
     else:
-        ptr = slab + kl
-        tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
                           PRECISION)
-        ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
-        tl.store(ptr, tl.load(ptr) + part)
+        add_first_moments(slab, KW, kl, tl.sum(g, 0), part, D_PAD)
         for p in range(0, n_pairs):
             phi = pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F)
             phi_hi, phi_lo = tf32x3.split(phi, PRECISION)
@@ -161,6 +157,15 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
                                PRECISION)
             block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
             tl.store(block_ptr, tl.load(block_ptr) + block)
+
+
+@triton.jit
+def add_first_moments(slab, KW, kl, n, s, D_PAD: tl.constexpr):
+    """slab[0, kl] += n and slab[1 : 1 + D_PAD, kl] += s (s: D_PAD x len(kl)), in the center moments' layout."""
+    ptr = slab + kl
+    tl.store(ptr, tl.load(ptr) + n)
+    ptr = slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :]
+    tl.store(ptr, tl.load(ptr) + s)
 
 
 @triton.jit
@@ -227,11 +232,7 @@ def store_moments(slab, KW, kofs, n_acc, s_acc, m2_acc, d, D_PAD: tl.constexpr, 
     """slab[:, kofs : kofs + BLOCK_K] += the accumulators of :func:`tile_moments`, M2's upper block triangle in the
     pair blocks' rows (:func:`moment_rows`)."""
     kl = kofs + tl.arange(0, BLOCK_K)
-    dd = tl.arange(0, D_PAD)
-    ptr = slab + kl
-    tl.store(ptr, tl.load(ptr) + n_acc)
-    ptr = slab + (1 + dd)[:, None] * KW + kl[None, :]
-    tl.store(ptr, tl.load(ptr) + s_acc)
+    add_first_moments(slab, KW, kl, n_acc, s_acc, D_PAD)
     m2_rows, upper = moment_rows(d, D_PAD, F)
     ptr = slab + tl.reshape(m2_rows, [D_PAD * D_PAD])[:, None] * KW + kl[None, :]
     mask = tl.reshape(upper, [D_PAD * D_PAD])[:, None]
