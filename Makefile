@@ -69,11 +69,12 @@ test: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
 
 # make gpu-test on a GPU node: the kernel, arm, gate and study tests compiled on the device (the gpu-marked
-# ones run), over GPU_TEST_JOBS pytest-xdist workers a test file each at a time (compiles are CPU-bound: the
-# suite in four serial processes ran past 470 s on the H200), then the portable path over the kernel tests
+# ones run), over GPU_TEST_JOBS pytest-xdist workers that steal tests from each other (compiles are CPU-bound:
+# the suite in four serial processes ran past 470 s on the H200, and test_estimator.py alone takes 205 s in one
+# process, so a file a worker would leave the others idle behind it), then the portable path over the kernel tests
 # (TURBO_GMM_HOPPER_KERNELS=0, the Hopper-only kernels off: what an A100 runs). Both logs go to
 # results/<device>/gpu_tests{,_portable}_<date>_<commit>.log, the commit as harness.env.git_commit names it.
-GPU_TEST_JOBS ?= 10
+GPU_TEST_JOBS ?= 12
 GPU_TESTS := kernels/tests gate arms/tests harness/tests/studies
 gpu-test: venv
 ifneq ($(HAS_GPU),yes)
@@ -82,9 +83,9 @@ endif
 	@dev=$(DEVICE_LABEL); commit=$$($(VPY) -c "from harness.env import git_commit; print(git_commit()[:7])"); \
 	log=results/$$dev/gpu_tests_$$(date +%F)_$$commit.log; portable=results/$$dev/gpu_tests_portable_$$(date +%F)_$$commit.log; \
 	mkdir -p results/$$dev; echo "make gpu-test: $(GPU_TESTS) on $$dev, $(GPU_TEST_JOBS) workers -> $$log"; \
-	$(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist loadfile $(GPU_TESTS) > $$log 2>&1; all=$$?; \
+	$(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist worksteal $(GPU_TESTS) > $$log 2>&1; all=$$?; \
 	tail -3 $$log; echo "then the portable path -> $$portable"; \
-	TURBO_GMM_HOPPER_KERNELS=0 $(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist loadfile \
+	TURBO_GMM_HOPPER_KERNELS=0 $(VPY) -m pytest -q -p no:cacheprovider -rfE -n $(GPU_TEST_JOBS) --dist worksteal \
 	  -k "not _ws" kernels/tests > $$portable 2>&1; port=$$?; tail -3 $$portable; \
 	[ $$all -eq 0 ] && [ $$port -eq 0 ]
 

@@ -14,7 +14,7 @@ def test_the_recipe_runs_both_suites_over_the_workers_into_named_logs():
     r = _make("-n", "gpu-test", "HAS_GPU=yes", "GPU_TEST_JOBS=3")
     assert r.returncode == 0, r.stderr
     suite, portable = (line for line in r.stdout.splitlines() if "-m pytest" in line)
-    assert "-n 3 --dist loadfile kernels/tests gate arms/tests harness/tests/studies" in suite
+    assert "-n 3 --dist worksteal kernels/tests gate arms/tests harness/tests/studies" in suite
     assert "TURBO_GMM_HOPPER_KERNELS=0" in portable and '-k "not _ws" kernels/tests' in r.stdout
     assert "gpu_tests_$(date +%F)_$commit.log" in r.stdout and "gpu_tests_portable_$(date +%F)_$commit.log" in r.stdout
 
