@@ -214,16 +214,13 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
                 DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=False, SENTINEL_VALUE=SENTINEL,
                 SHIFTED=moments == "component")
-    tiles = 1 if algorithm == "two_pass" else k_pad // block_k  # component tiles a statistics program holds
-    meta["RESIDENT"] = full_config.resident_moments(cfg, d_pad, block_k, tiles, moments == "component")
     rows = []
     for name, fn in _full_kernels(algorithm).items():
         constexprs = {k: v for k, v in meta.items() if k in fn.arg_names}  # as each launch passes them
         sig = {a: "constexpr" if a in constexprs else FULL_TYPES[a] for a in fn.arg_names}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "moments": moments, "dataflow": dataflow,
                "block_n": cfg.block_n, "block_k": block_k, "cols": cfg.cols, "num_warps": cfg.num_warps,
-               "num_stages": cfg.num_stages, "launch_programs_per_sm": cfg.programs_per_sm,
-               "resident_moments": meta["RESIDENT"]}
+               "num_stages": cfg.num_stages, "launch_programs_per_sm": cfg.programs_per_sm}
         try:
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})

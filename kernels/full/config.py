@@ -1,13 +1,17 @@
 """Launch geometry of the full-covariance kernels and the rule between their algorithms and dataflows.
 
-The rule's two thresholds are to be set from ``python -m harness.studies.full_bench`` on each
-device (it prints the values its rows imply); until an H200 run sets them they are the
-reasoning below, not measurements:
+``python -m harness.studies.full_bench`` measures both algorithms and dataflows per shape and prints what its
+rows imply for the thresholds here:
 
-- one pass (Algorithm 2) iff K_pad * d_pad^2 <= ONE_PASS_MAX_KD2: each persistent program's slab
-  holds K_pad * (1 + d_pad + 64 * pairs) sums, about K_pad d_pad^2 / 2; past ~64K the slabs of
-  264 programs (2 per SM) stop fitting the H200's 50 MB L2, and Algorithm 3's component-tile
-  programs (slab BLOCK_K wide) win despite scoring twice;
+- one pass (Algorithm 2) iff K_pad * d_pad^2 <= ONE_PASS_MAX_KD2 and its tiles are as tall as Algorithm 3's:
+  each persistent program's slab holds K_pad * (1 + d_pad + 64 * pairs) sums, about K_pad d_pad^2 / 2; past
+  ~64K the slabs of 264 programs (2 per SM) stop fitting the H200's 50 MB L2, and Algorithm 3's component-tile
+  programs (slab BLOCK_K wide) win despite scoring twice. Below it, where the one pass has to take 32-row tiles
+  and Algorithm 3 64 (:func:`default_config`: d_pad <= 32 with K_pad > 64, i.e. d_pad 16 at K_pad 128 and 256),
+  the slab's read-modify-write per row tile decides: at 1M_256_16 Algorithm 3 took 12.2 ms/iter against the
+  one pass's 33.6 on the H200 (530add0, results/h200/kernel_measure/full_bench_resident_2026-12-01_530add0.csv);
+  at 20M_32_16 (both 64 rows) the one pass 20.7 against 30.1, at 4M_16_64 (both 32 rows) 34.9 against 48.2
+  (77798cf). K_pad 128 at d_pad 16 follows by the same reading, unmeasured;
 - the products dataflow by default; the lift only when asked (``dataflow="lift"``). The lift does
   ~(d/8 + 1) / (d/4) of the products' score work (d = 16: 0.75x, 32: 0.625x, 64: 0.56x) and ran 1.16x
   faster at 1M_32_32 on the H200 (results/h200/kernel_measure/full_bench_2026-12-01_77798cf.csv), but at
@@ -32,10 +36,7 @@ class FullConfig:
     """block_n: rows per tile; block_k: components per score tile (capped at K_pad); cols: columns of
     [U_1 | U_2 | ...] per product in the ``products`` score (cols / d_pad components, or part of one);
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
-    the slab traffic and removes the float32 sums' drift over ~N / programs rows); resident_moments: keep the
-    center moments of a program's component tile in registers over its row tiles and write the slab once,
-    where :func:`resident_moments` allows (kernels/full/tiles.py tile_moments), instead of a read-modify-write
-    of the slab per row tile."""
+    the slab traffic and removes the float32 sums' drift over ~N / programs rows)."""
 
     block_n: int = 32
     block_k: int = 32
@@ -44,22 +45,12 @@ class FullConfig:
     num_stages: int = 1
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
-    resident_moments: int = 0
-
-
-RESIDENT_MAX = 8192  # float32 second-moment sums a program may keep in registers (64 a thread at 4 warps)
-
-
-def resident_moments(cfg: FullConfig, d_pad: int, block_k: int, component_tiles: int, shifted: bool) -> bool:
-    """Whether a statistics kernel keeps its moments in registers: asked for by ``cfg``, moments about the center
-    (the component fallback sums a component at a time), one component tile a program (Algorithm 3's programs
-    always; the one pass when BLOCK_K = K_pad) and d_pad^2 x BLOCK_K <= RESIDENT_MAX (d_pad 16, BLOCK_K <= 32)."""
-    fits = d_pad * d_pad * block_k <= RESIDENT_MAX
-    return bool(cfg.resident_moments) and not shifted and component_tiles == 1 and fits
 
 
 def choose_algorithm(K: int, d: int) -> str:
-    return "one_pass" if pow2_at_least_16(K) * pow2_at_least_16(d) ** 2 <= ONE_PASS_MAX_KD2 else "two_pass"
+    K_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    shorter_tiles = default_config("one_pass", K, d).block_n < default_config("two_pass", K, d).block_n
+    return "one_pass" if K_pad * d_pad ** 2 <= ONE_PASS_MAX_KD2 and not shorter_tiles else "two_pass"
 
 
 def choose_dataflow(d: int) -> str:
@@ -87,7 +78,7 @@ def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -
 
 def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
     """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
-    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2,resident_moments=1' (slab_dtype is not a field here)."""
+    'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2' (slab_dtype is not a field here)."""
     cfg = default_config(algorithm, K, d, dataflow)
     if not text:
         return cfg

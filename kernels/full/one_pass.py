@@ -4,8 +4,7 @@ A persistent launch; each program strides over row tiles and keeps the whole com
 per tile it loads and splits x - c once, scores every component tile (either dataflow of
 kernels/full/tiles.py), completes the row normalizer (m, lambda) with the online merge, forms
 Gamma = exp(S - L) times the sample weight, and adds the tile's statistics into its own slot of
-the statistics slab (or, with resident moments, into registers, written to the slot once at the
-end: kernels.full.config.resident_moments). With more than one component tile the score tiles wait in a per-program
+the statistics slab. With more than one component tile the score tiles wait in a per-program
 scratch (BLOCK_N x K_PAD float32, L1/L2 resident: no N x K matrix); with one, Gamma reuses the
 exponentials of the normalizer. The float64 statistics are the slots' sum (deterministic).
 """
@@ -16,10 +15,8 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.full.config import resident_moments
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, row_weights, score_tile, store_moments,
-                                tile_moments)
+from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
 from kernels.launch import program_count
 from kernels.lift import SENTINEL
 
@@ -34,7 +31,7 @@ def _full_one_pass_kernel(
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -42,10 +39,6 @@ def _full_one_pass_kernel(
     rr = tl.arange(0, BLOCK_N)
     kl = tl.arange(0, BLOCK_K)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
-    if RESIDENT:  # one component tile (BLOCK_K = K_PAD), moments about the center
-        n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
-        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
-        m2_acc = tl.zeros([D_PAD * D_PAD, BLOCK_K], dtype=tl.float32)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + rr
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
@@ -58,12 +51,8 @@ def _full_one_pass_kernel(
             lam = tl.sum(p, 1)
             g = p * (wr / lam)[:, None]
             ll_acc += (wr * (m + tl.log(lam))).to(tl.float64)
-            if RESIDENT:
-                n_acc, s_acc, m2_acc = tile_moments(g, x_hi, x_lo, n_acc, s_acc, m2_acc, D_PAD, BLOCK_N, BLOCK_K,
-                                                    PRECISION)
-            else:
-                accumulate_statistics(my_slab, K_PAD, slab_rows, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i,
-                                      pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
+            accumulate_statistics(my_slab, K_PAD, slab_rows, 0, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j,
+                                  n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
         else:
             m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=tl.float32)
             lam = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -83,10 +72,7 @@ def _full_one_pass_kernel(
                 accumulate_statistics(my_slab, K_PAD, slab_rows, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD,
                                       rows, pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F,
                                       PRECISION, SHIFTED)
-        if not RESIDENT:
-            tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
-    if RESIDENT:
-        store_moments(my_slab, K_PAD, 0, n_acc, s_acc, m2_acc, d, D_PAD, BLOCK_K, F)
+        tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
     tl.store(ll_part + pid, tl.sum(ll_acc, 0))
 
 
@@ -114,6 +100,5 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
-        RESIDENT=resident_moments(cfg, d_pad, block_k, k_pad // block_k, shift is not None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()

@@ -13,9 +13,6 @@ same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper 
 sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
 (rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
 component do not fit in registers, and a slot read and written by one program needs no atomics.
-With ``FullConfig.resident_moments`` where a program's accumulators fit (d_pad^2 x BLOCK_K <= RESIDENT_MAX), the
-center moments stay in registers over the program's row tiles instead (:func:`tile_moments`: all D_PAD^2 products
-of x (x) x in one product) and go to the slab once (:func:`store_moments`).
 Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
 (the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
 m_k instead (its incoming mean), one tensor-core product per component.
@@ -207,33 +204,3 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
         ptr = slab + j * ROWS + m2_rows
         tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)
 
-
-@triton.jit
-def tile_moments(g, x_hi, x_lo, n_acc, s_acc, m2_acc, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
-    """(n, s, M2) accumulators plus the tile's sums about the center, for accumulators a program keeps in registers
-    over its row tiles: n = sum g, s = (x - c)^T g and the full second moments [(x - c) (x) (x - c)]^T g
-    (D_PAD^2 x BLOCK_K, both orders of every pair: one product for every component of the tile), each product a
-    fresh tensor-core accumulator added on the CUDA cores (issue 21's float32 running sums)."""
-    g_hi, g_lo = tf32x3.split(g, PRECISION)
-    n_acc += tl.sum(g, 0)
-    s_acc += tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
-                        PRECISION)
-    x = tf32x3.join(x_hi, x_lo, PRECISION)
-    q_hi, q_lo = tf32x3.split(tl.reshape(x[:, :, None] * x[:, None, :], [BLOCK_N, D_PAD * D_PAD]), PRECISION)
-    m2_acc += tf32x3.dot(tl.trans(q_hi), tl.trans(q_lo), g_hi, g_lo, tl.zeros([D_PAD * D_PAD, BLOCK_K], tl.float32),
-                         PRECISION)
-    return n_acc, s_acc, m2_acc
-
-
-@triton.jit
-def store_moments(slab, KW, kofs, n_acc, s_acc, m2_acc, d, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
-                  F: tl.constexpr):
-    """slab[:, kofs : kofs + BLOCK_K] += the accumulators of :func:`tile_moments`, M2's upper block triangle in the
-    pair blocks' rows (:func:`moment_rows`)."""
-    kl = kofs + tl.arange(0, BLOCK_K)
-    add_first_moments(slab, KW, kl, n_acc, s_acc, D_PAD)
-    m2_rows, upper = moment_rows(d, D_PAD, F)
-    ptr = slab + tl.reshape(m2_rows, [D_PAD * D_PAD])[:, None] * KW + kl[None, :]
-    mask = tl.reshape(upper, [D_PAD * D_PAD])[:, None]
-    tl.store(ptr, tl.load(ptr, mask=mask, other=0.0) + m2_acc, mask=mask)

@@ -4,8 +4,7 @@ Pass 1 (row tiles on the grid) scores every component tile of its rows with the 
 (m, lambda) merge and writes L = m + log(lambda) (N floats) and its rows' weighted ell. Pass 2 puts
 component tiles x row splits on the grid: each program recomputes its component tile's score for
 the rows of its split, forms Gamma = exp(S - L) times the sample weight, and adds the statistics
-into its own slab slot (rows x BLOCK_K), so a program's state is one component tile whatever K is (with
-resident moments, kernels.full.config.resident_moments, in registers until the slot is written once).
+into its own slab slot (rows x BLOCK_K), so a program's state is one component tile whatever K is.
 The score is computed twice (three products' worth of work against Algorithm 2's two), X is read
 1 + ceil(K / BLOCK_K) times.
 """
@@ -16,10 +15,8 @@ import triton
 import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
-from kernels.full.config import resident_moments
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, row_weights, score_tile, store_moments,
-                                tile_moments)
+from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
 from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
 
@@ -56,16 +53,12 @@ def _full_statistics_kernel(
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
+    SHIFTED: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
     k0 = k_tile * BLOCK_K
     my_slab = slab + (k_tile * n_splits + split).to(tl.int64) * slab_rows * BLOCK_K
-    if RESIDENT:
-        n_acc = tl.zeros([BLOCK_K], dtype=tl.float32)
-        s_acc = tl.zeros([D_PAD, BLOCK_K], dtype=tl.float32)
-        m2_acc = tl.zeros([D_PAD * D_PAD, BLOCK_K], dtype=tl.float32)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
@@ -73,16 +66,9 @@ def _full_statistics_kernel(
                        bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
-        if RESIDENT:
-            n_acc, s_acc, m2_acc = tile_moments(g, x_hi, x_lo, n_acc, s_acc, m2_acc, D_PAD, BLOCK_N, BLOCK_K,
-                                                PRECISION)
-        else:
-            accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
-                                  pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION,
-                                  SHIFTED)
-            tl.debug_barrier()  # this tile's slab writes, before the next tile's reads
-    if RESIDENT:
-        store_moments(my_slab, BLOCK_K, 0, n_acc, s_acc, m2_acc, d, D_PAD, BLOCK_K, F)
+        accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
+                              pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
+        tl.debug_barrier()  # this tile's slab writes, before the next tile's reads
 
 
 def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
@@ -107,7 +93,5 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     slab = zero_slab((k_tiles, n_splits), rows, block_k, shift is not None, cfg.slab_dtype, X.device)
     _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, center if shift is None else shift,
                                                  pairs[0], pairs[1], L, slab, n_pairs, N, d, X.stride(0), n_tiles,
-                                                 n_splits, rows, SHIFTED=shift is not None,
-                                                 RESIDENT=resident_moments(cfg, d_pad, block_k, 1, shift is not None),
-                                                 **meta)
+                                                 n_splits, rows, SHIFTED=shift is not None, **meta)
     return slab_table(slab.sum(1, dtype=torch.float64), shift is not None), ll_part.sum()
