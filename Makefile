@@ -70,8 +70,8 @@ test: venv
 
 # make gpu-test on a GPU node: the kernel, arm, gate and study tests compiled on the device (the gpu-marked
 # ones run), over GPU_TEST_JOBS pytest-xdist workers that steal tests from each other (compiles are CPU-bound:
-# the suite in four serial processes ran past 470 s on the H200, and test_estimator.py alone takes 205 s in one
-# process, so a file a worker would leave the others idle behind it), then the portable path over the kernel tests
+# the suite in four serial processes ran past 470 s on the H200; test_estimator.py alone takes 205 s in one
+# process, so with a file per worker the others sit idle behind it), then the portable path over the kernel tests
 # (TURBO_GMM_HOPPER_KERNELS=0, the Hopper-only kernels off: what an A100 runs). Both logs go to
 # results/<device>/gpu_tests{,_portable}_<date>_<commit>.log, the commit as harness.env.git_commit names it.
 GPU_TEST_JOBS ?= 12

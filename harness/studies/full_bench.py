@@ -236,8 +236,8 @@ def implied_rule(rows):
     for shape in shapes:
         N, K, d = parse_shape(shape)
         kd2, d_pad = pow2_at_least_16(K) * pow2_at_least_16(d) ** 2, pow2_at_least_16(d)
-        by_alg = {a: min([best[k] for k in best if k[0] == shape and k[2] == a] or [math.inf])
-                  for a in ("one_pass", "two_pass")}
+        by_alg = {a: min([best[k] for k in best if k[0] == shape and k[2] == a and k[1] == "products"] or [math.inf])
+                  for a in ("one_pass", "two_pass")}  # the rule's dataflow: the lift runs only when asked
         by_flow = {f: min([best[k] for k in best if k[0] == shape and k[1] == f] or [math.inf])
                    for f in ("products", "lift")}
         (one_pass_wins if by_alg["one_pass"] <= by_alg["two_pass"] else two_pass_wins).append(kd2)

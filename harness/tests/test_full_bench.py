@@ -62,8 +62,11 @@ def test_implied_rule_reads_the_thresholds_off_the_rows():
         return {"shape": shape, "covariance": "full", "status": "ok", "slab_dtype": "float32", "dataflow": dataflow,
                 "algorithm": algorithm, "moments": "center", "config": "", "ms_per_iter": str(ms)}
     rows = [row("1M_16_16", "products", "one_pass", 1.0), row("1M_16_16", "lift", "two_pass", 2.0),
-            row("1M_128_32", "lift", "two_pass", 1.0), row("1M_128_32", "products", "one_pass", 3.0)]
+            row("1M_128_32", "lift", "two_pass", 1.0), row("1M_128_32", "products", "one_pass", 3.0),
+            row("1M_128_32", "products", "two_pass", 2.0)]
     assert fb.implied_rule(rows) == (16 * 16 * 16, True, 32, True)
+    lift_fastest = rows[:4] + [row("1M_128_32", "products", "two_pass", 4.0)]  # the algorithms compared in the
+    assert fb.implied_rule(lift_fastest)[0] == 128 * 32 * 32  # products: the lift's 1.0 is no default's time
     component = dict(row("1M_128_32", "products", "one_pass", 0.1), moments="component")
     assert fb.implied_rule(rows + [component]) == (16 * 16 * 16, True, 32, True)  # the fallback is no rule's row
     rows.append(row("1M_1024_8", "products", "one_pass", 0.5))  # one pass wins above a two-pass win

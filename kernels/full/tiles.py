@@ -203,4 +203,3 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
         m2 = tf32x3.dot(a_hi, a_lo, b_hi, b_lo, tl.zeros([D_PAD, D_PAD], tl.float32), PRECISION)
         ptr = slab + j * ROWS + m2_rows
         tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)
-
