@@ -130,7 +130,7 @@ def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
             return LaunchConfig(block_n=64, num_warps=8, num_stages=3, sum_tiles=0)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=3, sum_tiles=0)
-        return LaunchConfig(block_n=16, num_warps=4, num_stages=1, sum_tiles=0)
+        return LaunchConfig(block_n=64, num_warps=4, num_stages=1, sum_tiles=0)
     if d_pad <= 32:
         return LaunchConfig(block_n=64, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=128, normalizer_block_k=32, normalizer_warps=8, sum_tiles=0)
