@@ -65,7 +65,7 @@ def choose_algorithm(K: int, d: int, device: str | None = None, precision: str =
 def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> LaunchConfig:
     """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); at d_pad = 32
     and K_pad <= 128 Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton tiles below
-    take the sweep under that, off Hopper and under ieee). fp64: :func:`fp64_launch_config` (not measured).
+    take the sweep under that, off Hopper and under ieee). fp64: :func:`fp64_launch_config`.
 
     tf32x3 splits every dot operand in registers, so the kernels are register
     bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no
@@ -117,8 +117,9 @@ def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
     compile's spill-free tiles were the starting points): Algorithm 2 up to K_pad * d_pad = 1024 at 64 rows,
     4 warps, 2 stages (20M_32_32 14.0 -> 8.6 ms, 4M_32_32 2.90 -> 1.77, 4M_64_16 2.24 -> 2.04, against 32
     rows); at K_pad >= 128, 64 rows in 8 warps and 3 stages (1M_128_32 1.62 -> 1.51); at d_pad >= 128, 32 rows,
-    4 warps, 3 stages (4M_16_128 6.16 -> 4.91); else 16 rows, 1 stage (not measured: at (64, 32) every tile
-    the offline compile tried spilled, 176 B at best). Algorithm 3 at d_pad <= 32: pass 2 at 64 x 32 tiles,
+    4 warps, 3 stages (4M_16_128 6.16 -> 4.91); else 64 rows, 4 warps, 1 stage, spills and all (at bc62f9f,
+    kernel_measure/fp64_tiles_one_pass{,_b}_2026-12-02_bc62f9f.csv: 4M_64_32 8.71 -> 3.24 ms with 42 B spilled,
+    4M_32_64 6.08 -> 3.51, against 16 rows; 32 or 128 rows slower at both). Algorithm 3 at d_pad <= 32: pass 2 at 64 x 32 tiles,
     pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of five at
     1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
     (kernels.lift.accumulate_statistics)."""
