@@ -213,7 +213,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
                 DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=False, SENTINEL_VALUE=SENTINEL,
-                SHIFTED=moments == "component")
+                SHIFTED=moments == "component", K_MAJOR=bool(cfg.k_major_weights))
     rows = []
     for name, fn in _full_kernels(algorithm).items():
         constexprs = {k: v for k, v in meta.items() if k in fn.arg_names}  # as each launch passes them
@@ -230,9 +230,19 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
             what = str(e).strip().split("\n")[-1]
             rows.append({**row, "error": f"{type(e).__name__}: {what[:160]}"})
             continue
+        sass = _sass(compiled)
         rows.append({**row, **_usage(compiled, cfg.num_warps),
-                     "sass_tensor_core_ops": len(re.findall(r"\bH(?:G)?MMA\b", _sass(compiled)))})
+                     "sass_tensor_core_ops": len(re.findall(r"\bH(?:G)?MMA\b", sass)),
+                     "sass_shared_stores": shared_stores(sass)})
     return rows
+
+
+def shared_stores(sass: str) -> str:
+    """The SASS's shared-memory stores by kind, e.g. 'STS 41, STS.64 38, STSM 4': scalar STS of a transposed
+    operand are where the H200 counted 8-way bank conflicts (results/h200/ncu/ncu_full_one_pass_20M.*), STSM
+    (stmatrix) stores an operand tile conflict-free."""
+    kinds = re.findall(r"\b(STS(?:\.\d+)?|STSM)\b", sass)
+    return ", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds)))
 
 
 def dmma_count(ptx: str) -> int:

@@ -36,7 +36,12 @@ class FullConfig:
     """block_n: rows per tile; block_k: components per score tile (capped at K_pad); cols: columns of
     [U_1 | U_2 | ...] per product in the ``products`` score (cols / d_pad components, or part of one);
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
-    the slab traffic and removes the float32 sums' drift over ~N / programs rows)."""
+    the slab traffic and removes the float32 sums' drift over ~N / programs rows); k_major_weights: 1 stores the
+    ``products`` score's weight columns K-major (a column's d_pad entries contiguous), the order a TF32 wgmma
+    reads its B operand in, where 0 (column entries d_pad * K_pad apart) has every row tile transpose the same
+    weights through registers into shared memory (on the H200 at bc62f9f, 8-way bank-conflicted stores: 40% of
+    the one pass's shared-memory wavefronts at 20M_32_16, results/h200/ncu/ncu_full_one_pass_20M.*); not yet
+    timed against 0 (``full_bench --config k_major_weights=1``)."""
 
     block_n: int = 32
     block_k: int = 32
@@ -45,6 +50,7 @@ class FullConfig:
     num_stages: int = 1
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
+    k_major_weights: int = 0
 
 
 def choose_algorithm(K: int, d: int) -> str:

@@ -83,15 +83,18 @@ def _bias(weights, U, d, k_pad):
     return b
 
 
-def product_parameters(weights, means, U, center, k_pad: int, d_pad: int, precision: str):
-    """(Lcat (2, d_pad, k_pad * d_pad), off (k_pad * d_pad,), b (k_pad,)) float32 for the ``products`` score."""
+def product_parameters(weights, means, U, center, k_pad: int, d_pad: int, precision: str, k_major: bool = False):
+    """(Lcat (2, d_pad, k_pad * d_pad), off (k_pad * d_pad,), b (k_pad,)) float32 for the ``products`` score;
+    ``k_major``: Lcat (2, k_pad * d_pad, d_pad), each column's entries contiguous (FullConfig.k_major_weights)."""
     K, d = means.shape
     mu = means - center
     Lcat = torch.zeros(d_pad, k_pad, d_pad, dtype=torch.float64, device=U.device)
     Lcat[:d, :K, :d] = U.permute(1, 0, 2)
     off = torch.zeros(k_pad, d_pad, dtype=torch.float64, device=U.device)
     off[:K, :d] = torch.einsum("ki,kij->kj", mu, U)
-    return split_tf32(Lcat.reshape(d_pad, k_pad * d_pad), precision), off.reshape(-1).float(), _bias(weights, U, d, k_pad).float()
+    Lcat = Lcat.reshape(d_pad, k_pad * d_pad)
+    return (split_tf32(Lcat.T if k_major else Lcat, precision), off.reshape(-1).float(),
+            _bias(weights, U, d, k_pad).float())
 
 
 def lift_parameters(weights, means, U, center, k_pad: int, d_pad: int, pairs, precision: str):
@@ -115,11 +118,13 @@ def lift_parameters(weights, means, U, center, k_pad: int, d_pad: int, pairs, pr
     return split_tf32(Wq, precision), split_tf32(Wl, precision), bl.float()
 
 
-def score_parameters(dataflow: str, weights, means, U, center, k_pad: int, d_pad: int, pairs, precision: str):
+def score_parameters(dataflow: str, weights, means, U, center, k_pad: int, d_pad: int, pairs, precision: str,
+                     k_major: bool = False):
     """(Wa, wa_lo, Wb, wb_lo, bias): the kernels' score operands for ``dataflow`` with the element offsets of
-    the low TF32 halves (products: Wa = Lcat, Wb = off, unsplit; lift: Wa = Wq, Wb = Wl)."""
+    the low TF32 halves (products: Wa = Lcat, Wb = off, unsplit; lift: Wa = Wq, Wb = Wl); ``k_major``: the
+    products' Lcat K-major (:func:`product_parameters`)."""
     if dataflow == "products":
-        Lcat, off, b = product_parameters(weights, means, U, center, k_pad, d_pad, precision)
+        Lcat, off, b = product_parameters(weights, means, U, center, k_pad, d_pad, precision, k_major)
         return Lcat, Lcat[-1].numel(), off, 0, b
     if dataflow == "lift":
         Wq, Wl, bl = lift_parameters(weights, means, U, center, k_pad, d_pad, pairs, precision)

@@ -65,8 +65,9 @@ def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
 @triton.jit
 def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0,
                    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   COLS: tl.constexpr, PRECISION: tl.constexpr):
-    """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products."""
+                   COLS: tl.constexpr, PRECISION: tl.constexpr, K_MAJOR: tl.constexpr):
+    """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products; Lcat
+    (d_pad, k_pad d_pad), or (k_pad d_pad, d_pad) when K_MAJOR."""
     G: tl.constexpr = COLS // D_PAD if COLS >= D_PAD else 1  # components per product
     SUB: tl.constexpr = COLS // G  # columns of one component per product
     kl = tl.arange(0, BLOCK_K)
@@ -74,7 +75,10 @@ def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0,
     q = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for j in range(0, BLOCK_K * D_PAD // COLS):
         cols = k0 * D_PAD + j * COLS + tl.arange(0, COLS)
-        u_hi, u_lo = load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
+        if K_MAJOR:
+            u_hi, u_lo = load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
+        else:
+            u_hi, u_lo = load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
         y = tf32x3.dot(x_hi, x_lo, u_hi, u_lo, tl.zeros([BLOCK_N, COLS], tl.float32), PRECISION)
         y -= tl.load(off + cols)[None, :]
         part = tl.sum(tl.reshape(y * y, [BLOCK_N, G, SUB]), 2)  # (BLOCK_N, G): this product's components
@@ -105,10 +109,12 @@ def lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, strid
 @triton.jit
 def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo, bias, k0,
                K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               F: tl.constexpr, COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr):
+               F: tl.constexpr, COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr,
+               K_MAJOR: tl.constexpr):
     """The score tile by DATAFLOW: ``products`` (Wa = Lcat, Wb = off) or ``lift`` (Wa = Wq, Wb = Wl)."""
     if DATAFLOW == "products":
-        return products_score(x_hi, x_lo, Wa, wa_lo, Wb, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION)
+        return products_score(x_hi, x_lo, Wa, wa_lo, Wb, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION,
+                              K_MAJOR)
     else:
         return lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
                           bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)

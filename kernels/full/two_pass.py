@@ -29,7 +29,7 @@ def _full_normalizer_kernel(
     n_pairs, N, d, stride_x,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, K_MAJOR: tl.constexpr,
 ):
     tile = tl.program_id(0)
     rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -38,7 +38,7 @@ def _full_normalizer_kernel(
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K_PAD, BLOCK_K):
         s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
-                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
+                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
         m = m_new
@@ -53,7 +53,7 @@ def _full_statistics_kernel(
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SHIFTED: tl.constexpr,
+    SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
@@ -63,7 +63,7 @@ def _full_statistics_kernel(
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
-                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
+                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
         accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
@@ -82,7 +82,8 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     rows = statistics_rows(d_pad, n_pairs)
     weights = X if sample_weight is None else sample_weight
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
-                DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=sample_weight is not None, num_warps=cfg.num_warps,
+                DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=sample_weight is not None,
+                K_MAJOR=bool(cfg.k_major_weights), num_warps=cfg.num_warps,
                 num_stages=cfg.num_stages)
     n_tiles = triton.cdiv(N, cfg.block_n)
     L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)

@@ -96,6 +96,23 @@ def test_one_pass_with_several_component_tiles_matches_one_tile():
         assert_full_statistics_close(a[:3], [as_np(t) for t in b[:3]], X - as_np(a[4]), 1e-6)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("cols", [16, 64])
+def test_k_major_weights_give_the_statistics_of_the_default_layout(algorithm, cols, precision):
+    """FullConfig.k_major_weights = 1 (the products' Lcat K-major, the order a TF32 wgmma reads B in) against
+    float64 EM and against the default layout, at one component per product (cols 16) and four (cols 64)."""
+    X, w, m, U = full_problem(1023, 7, 13, seed=21)
+    args = tensors(X, w, m, U)
+    got = [kf.estep_statistics(*args, algorithm=algorithm, dataflow="products", precision=precision,
+                               config=FullConfig(block_n=32, block_k=16, cols=cols, k_major_weights=k))
+           for k in (0, 1)]
+    c = as_np(got[1][4])
+    rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=c)
+    assert_full_statistics_close(got[1][:3], (rn, rs, rM2), X - c, 2e-6)
+    assert abs(float(got[1][3]) - rll) <= 2e-6 * abs(rll)
+    assert_full_statistics_close(got[1][:3], [as_np(t) for t in got[0][:3]], X - c, 1e-6)
+
+
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 def test_log_likelihood_and_m_step_match_scikit_learn_helpers(dataflow):
     """ell from sklearn's _estimate_log_gaussian_prob and the M-step from its _estimate_gaussian_parameters
@@ -304,12 +321,16 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("slab_dtype", [torch.float32, torch.float64])
-def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype):
-    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64;
-    the lift is within its cancellation bound (a responsibility's relative error is its score's absolute error)."""
+@pytest.mark.parametrize("k_major_weights", [0, 1])
+def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype, k_major_weights):
+    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64
+    (in both layouts of their weights); the lift is within its cancellation bound (a responsibility's relative
+    error is its score's absolute error)."""
+    if dataflow == "lift" and k_major_weights:
+        pytest.skip("k_major_weights lays out the products' weights only")
     X, w, m, U = full_problem(200_003, 20, 24, seed=12)
     cfg = FullConfig(slab_dtype=slab_dtype, block_k=32 if algorithm == "one_pass" else 16,
-                     programs_per_sm=2 if algorithm == "one_pass" else 8)
+                     programs_per_sm=2 if algorithm == "one_pass" else 8, k_major_weights=k_major_weights)
     n, s, M2, ll, c = kf.estep_statistics(*tensors(X, w, m, U), algorithm=algorithm, dataflow=dataflow, config=cfg)
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=as_np(c), chunk=8192)
     rtol, ll_tol = 1e-5, 1e-6 * abs(rll)
