@@ -41,7 +41,11 @@ class FullConfig:
     reads its B operand in, where 0 (column entries d_pad * K_pad apart) has every row tile transpose the same
     weights through registers into shared memory (on the H200 at bc62f9f, 8-way bank-conflicted stores: 40% of
     the one pass's shared-memory wavefronts at 20M_32_16, results/h200/ncu/ncu_full_one_pass_20M.*); not yet
-    timed against 0 (``full_bench --config k_major_weights=1``)."""
+    timed against 0 (``full_bench --config k_major_weights=1``); resident_weights: 1 loads the products score's
+    weights once a program and keeps them in shared memory over its row tiles (kernels.full.tiles.resident_weights;
+    the one pass with one component tile, block_k >= K_pad, and Algorithm 3's statistics pass) where 0 re-reads
+    them every tile (~640M of the 1.17e9 L1 load sectors of the one pass at 20M_32_16, bc62f9f); 8 block_k d_pad^2
+    bytes of shared memory under tf32x3 (64 KB at K = 32, d = 16), so for small d only; not yet timed."""
 
     block_n: int = 32
     block_k: int = 32
@@ -51,6 +55,7 @@ class FullConfig:
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
     k_major_weights: int = 0
+    resident_weights: int = 0
 
 
 def choose_algorithm(K: int, d: int) -> str:

@@ -16,7 +16,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
+from kernels.full.tiles import (accumulate_statistics, centered_tile, resident_products_score, resident_weights,
+                               row_weights, score_tile)
 from kernels.launch import program_count
 from kernels.lift import SENTINEL
 
@@ -31,7 +32,7 @@ def _full_one_pass_kernel(
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr, RESIDENT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -39,13 +40,19 @@ def _full_one_pass_kernel(
     rr = tl.arange(0, BLOCK_N)
     kl = tl.arange(0, BLOCK_K)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
+    if RESIDENT:  # the products' weights, in shared memory for the whole sweep (one component tile)
+        his, los = resident_weights(Wa, wa_lo, 0, K_PAD, D_PAD, BLOCK_K, COLS, PRECISION, K_MAJOR)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + rr
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         wr = row_weights(w, rows, N, WEIGHTED)
         if BLOCK_K == K_PAD:
-            s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
-                           bias, 0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
+            if RESIDENT:
+                s = resident_products_score(x_hi, x_lo, his, los, Wb, bias, 0, D_PAD, BLOCK_N, BLOCK_K, COLS,
+                                            PRECISION)
+            else:
+                s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb,
+                               wb_lo, bias, 0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
             m = tl.max(s, 1)
             p = tl.exp(s - m[:, None])
             lam = tl.sum(p, 1)
@@ -89,6 +96,9 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)
+    if cfg.resident_weights and (dataflow != "products" or block_k < k_pad):
+        raise ValueError(f"resident_weights needs the products dataflow and one component tile in the one pass "
+                         f"(block_k >= K_pad = {k_pad}), got dataflow={dataflow!r}, block_k={cfg.block_k}")
     rows = statistics_rows(d_pad, pairs[0].shape[0])
     n_tiles = triton.cdiv(N, cfg.block_n)
     P = program_count(n_tiles, X.device, cfg.programs_per_sm)
@@ -101,5 +111,5 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
-        K_MAJOR=bool(cfg.k_major_weights), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        K_MAJOR=bool(cfg.k_major_weights), RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()

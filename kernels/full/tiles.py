@@ -63,28 +63,73 @@ def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def weight_columns(Lcat, l_lo, cols, K_PAD: tl.constexpr, D_PAD: tl.constexpr, PRECISION: tl.constexpr,
+                   K_MAJOR: tl.constexpr):
+    """Lcat[:, cols] (D_PAD x len(cols)), high and low: K-major storage or columns contiguous."""
+    dd = tl.arange(0, D_PAD)
+    if K_MAJOR:
+        return load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
+    else:
+        return load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
+
+
+@triton.jit
+def add_component_norms(q, x_hi, x_lo, u_hi, u_lo, off_j, j, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, COLS: tl.constexpr, PRECISION: tl.constexpr):
+    """q (BLOCK_N x BLOCK_K) plus ||(x - c) U_k - mu'_k U_k||^2 of the components of the tile's j-th product, whose
+    COLS weight columns are (u_hi, u_lo) and offsets off_j (COLS // d_pad components, or a d_pad / COLS-th of one)."""
+    G: tl.constexpr = COLS // D_PAD if COLS >= D_PAD else 1  # components per product
+    SUB: tl.constexpr = COLS // G  # columns of one component per product
+    kl = tl.arange(0, BLOCK_K)
+    y = tf32x3.dot(x_hi, x_lo, u_hi, u_lo, tl.zeros([BLOCK_N, COLS], tl.float32), PRECISION) - off_j[None, :]
+    part = tl.sum(tl.reshape(y * y, [BLOCK_N, G, SUB]), 2)  # (BLOCK_N, G): this product's components
+    comp = (j * COLS) // D_PAD + tl.arange(0, G)
+    return q + tl.sum(tl.where(kl[None, None, :] == comp[None, :, None], part[:, :, None], 0.0), 1)
+
+
+@triton.jit
 def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0,
                    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    COLS: tl.constexpr, PRECISION: tl.constexpr, K_MAJOR: tl.constexpr):
     """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products; Lcat
     (d_pad, k_pad d_pad), or (k_pad d_pad, d_pad) when K_MAJOR."""
-    G: tl.constexpr = COLS // D_PAD if COLS >= D_PAD else 1  # components per product
-    SUB: tl.constexpr = COLS // G  # columns of one component per product
-    kl = tl.arange(0, BLOCK_K)
-    dd = tl.arange(0, D_PAD)
     q = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for j in range(0, BLOCK_K * D_PAD // COLS):
         cols = k0 * D_PAD + j * COLS + tl.arange(0, COLS)
-        if K_MAJOR:
-            u_hi, u_lo = load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
-        else:
-            u_hi, u_lo = load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
-        y = tf32x3.dot(x_hi, x_lo, u_hi, u_lo, tl.zeros([BLOCK_N, COLS], tl.float32), PRECISION)
-        y -= tl.load(off + cols)[None, :]
-        part = tl.sum(tl.reshape(y * y, [BLOCK_N, G, SUB]), 2)  # (BLOCK_N, G): this product's components
-        comp = (j * COLS) // D_PAD + tl.arange(0, G)
-        q += tl.sum(tl.where(kl[None, None, :] == comp[None, :, None], part[:, :, None], 0.0), 1)
-    return tl.load(b + k0 + kl)[None, :] - 0.5 * q
+        u_hi, u_lo = weight_columns(Lcat, l_lo, cols, K_PAD, D_PAD, PRECISION, K_MAJOR)
+        q = add_component_norms(q, x_hi, x_lo, u_hi, u_lo, tl.load(off + cols), j, D_PAD, BLOCK_N, BLOCK_K, COLS,
+                                PRECISION)
+    return tl.load(b + k0 + tl.arange(0, BLOCK_K))[None, :] - 0.5 * q
+
+
+@triton.jit
+def resident_weights(Lcat, l_lo, k0, K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
+                     COLS: tl.constexpr, PRECISION: tl.constexpr, K_MAJOR: tl.constexpr):
+    """(high, low): tuples of the BLOCK_K * D_PAD // COLS products' weight columns of the component tile at k0,
+    loaded once before a program's row tiles (FullConfig.resident_weights). Loop invariant, the compiler keeps each
+    tensor-core operand in shared memory for the program's lifetime (its local_alloc hoisted out of the row-tile
+    loop: 8 BLOCK_K d_pad^2 bytes under tf32x3) where :func:`products_score` reloads the columns from L1 and
+    re-stores them every tile. Their offsets stay per tile: held in registers, the 8 vectors at (32, 16) spilled
+    (offline sm_90 compile)."""
+    his = ()
+    los = ()
+    for j in tl.static_range(BLOCK_K * D_PAD // COLS):
+        u_hi, u_lo = weight_columns(Lcat, l_lo, k0 * D_PAD + j * COLS + tl.arange(0, COLS), K_PAD, D_PAD, PRECISION,
+                                    K_MAJOR)
+        his = his + (u_hi,)
+        los = los + (u_lo,)
+    return his, los
+
+
+@triton.jit
+def resident_products_score(x_hi, x_lo, his, los, off, b, k0, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr, COLS: tl.constexpr, PRECISION: tl.constexpr):
+    """:func:`products_score` on the weights of :func:`resident_weights`."""
+    q = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for j in tl.static_range(BLOCK_K * D_PAD // COLS):
+        off_j = tl.load(off + k0 * D_PAD + j * COLS + tl.arange(0, COLS))
+        q = add_component_norms(q, x_hi, x_lo, his[j], los[j], off_j, j, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION)
+    return tl.load(b + k0 + tl.arange(0, BLOCK_K))[None, :] - 0.5 * q
 
 
 @triton.jit

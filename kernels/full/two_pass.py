@@ -16,7 +16,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import accumulate_statistics, centered_tile, row_weights, score_tile
+from kernels.full.tiles import (accumulate_statistics, centered_tile, resident_products_score, resident_weights,
+                               row_weights, score_tile)
 from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
 
@@ -53,17 +54,23 @@ def _full_statistics_kernel(
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr,
+    SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr, RESIDENT: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
     k0 = k_tile * BLOCK_K
     my_slab = slab + (k_tile * n_splits + split).to(tl.int64) * slab_rows * BLOCK_K
+    if RESIDENT:  # this component tile's products weights, in shared memory over the program's row tiles
+        his, los = resident_weights(Wa, wa_lo, k0, K_PAD, D_PAD, BLOCK_K, COLS, PRECISION, K_MAJOR)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
-        s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
-                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
+        if RESIDENT:
+            s = resident_products_score(x_hi, x_lo, his, los, Wb, bias, k0, D_PAD, BLOCK_N, BLOCK_K, COLS,
+                                        PRECISION)
+        else:
+            s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb,
+                           wb_lo, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
         accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
@@ -78,6 +85,8 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)
+    if cfg.resident_weights and dataflow != "products":
+        raise ValueError(f"resident_weights needs the products dataflow, got {dataflow!r}")
     n_pairs = pairs[0].shape[0]
     rows = statistics_rows(d_pad, n_pairs)
     weights = X if sample_weight is None else sample_weight
@@ -94,5 +103,6 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     slab = zero_slab((k_tiles, n_splits), rows, block_k, shift is not None, cfg.slab_dtype, X.device)
     _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, center if shift is None else shift,
                                                  pairs[0], pairs[1], L, slab, n_pairs, N, d, X.stride(0), n_tiles,
-                                                 n_splits, rows, SHIFTED=shift is not None, **meta)
+                                                 n_splits, rows, SHIFTED=shift is not None,
+                                                 RESIDENT=bool(cfg.resident_weights), **meta)
     return slab_table(slab.sum(1, dtype=torch.float64), shift is not None), ll_part.sum()

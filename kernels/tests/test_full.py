@@ -96,21 +96,34 @@ def test_one_pass_with_several_component_tiles_matches_one_tile():
         assert_full_statistics_close(a[:3], [as_np(t) for t in b[:3]], X - as_np(a[4]), 1e-6)
 
 
+@pytest.mark.parametrize("layout", [dict(k_major_weights=1), dict(resident_weights=1),
+                                    dict(k_major_weights=1, resident_weights=1)])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("cols", [16, 64])
-def test_k_major_weights_give_the_statistics_of_the_default_layout(algorithm, cols, precision):
-    """FullConfig.k_major_weights = 1 (the products' Lcat K-major, the order a TF32 wgmma reads B in) against
-    float64 EM and against the default layout, at one component per product (cols 16) and four (cols 64)."""
-    X, w, m, U = full_problem(1023, 7, 13, seed=21)
+def test_weight_layouts_give_the_statistics_of_the_default_one(layout, algorithm, cols, precision):
+    """FullConfig.k_major_weights (the products' Lcat K-major, the order a TF32 wgmma reads B in) and
+    resident_weights (loaded once a program, over all its row tiles) against float64 EM and against the default,
+    at one component per product (cols 16) and four (cols 64)."""
+    X, w, m, U = full_problem(515, 7, 13, seed=21)
     args = tensors(X, w, m, U)
     got = [kf.estep_statistics(*args, algorithm=algorithm, dataflow="products", precision=precision,
-                               config=FullConfig(block_n=32, block_k=16, cols=cols, k_major_weights=k))
-           for k in (0, 1)]
+                               config=FullConfig(block_n=32, block_k=16, cols=cols, **kw))
+           for kw in ({}, layout)]
     c = as_np(got[1][4])
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=c)
     assert_full_statistics_close(got[1][:3], (rn, rs, rM2), X - c, 2e-6)
     assert abs(float(got[1][3]) - rll) <= 2e-6 * abs(rll)
     assert_full_statistics_close(got[1][:3], [as_np(t) for t in got[0][:3]], X - c, 1e-6)
+
+
+def test_resident_weights_refuse_what_they_cannot_hold():
+    """The one pass keeps resident weights for one component tile only, and the lift has none: a clear error."""
+    X, w, m, U = full_problem(300, 37, 5, seed=4)
+    args = tensors(X, w, m, U)
+    with pytest.raises(ValueError, match="one component tile"):
+        kf.estep_statistics(*args, algorithm="one_pass", config=FullConfig(block_k=16, resident_weights=1))
+    with pytest.raises(ValueError, match="products dataflow"):
+        kf.estep_statistics(*args, algorithm="two_pass", dataflow="lift", config=FullConfig(resident_weights=1))
 
 
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
@@ -321,16 +334,16 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("slab_dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("k_major_weights", [0, 1])
-def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype, k_major_weights):
+@pytest.mark.parametrize("layout", [{}, dict(k_major_weights=1), dict(k_major_weights=1, resident_weights=1)])
+def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype, layout):
     """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64
-    (in both layouts of their weights); the lift is within its cancellation bound (a responsibility's relative
+    (in each layout of their weights); the lift is within its cancellation bound (a responsibility's relative
     error is its score's absolute error)."""
-    if dataflow == "lift" and k_major_weights:
-        pytest.skip("k_major_weights lays out the products' weights only")
+    if dataflow == "lift" and layout:
+        pytest.skip("k_major_weights and resident_weights lay out the products' weights only")
     X, w, m, U = full_problem(200_003, 20, 24, seed=12)
     cfg = FullConfig(slab_dtype=slab_dtype, block_k=32 if algorithm == "one_pass" else 16,
-                     programs_per_sm=2 if algorithm == "one_pass" else 8, k_major_weights=k_major_weights)
+                     programs_per_sm=2 if algorithm == "one_pass" else 8, **layout)
     n, s, M2, ll, c = kf.estep_statistics(*tensors(X, w, m, U), algorithm=algorithm, dataflow=dataflow, config=cfg)
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=as_np(c), chunk=8192)
     rtol, ll_tol = 1e-5, 1e-6 * abs(rll)
