@@ -119,9 +119,9 @@ def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
     rows); at K_pad >= 128, 64 rows in 8 warps and 3 stages (1M_128_32 1.62 -> 1.51); at d_pad >= 128, 32 rows,
     4 warps, 3 stages (4M_16_128 6.16 -> 4.91); else 64 rows, 4 warps, 1 stage, spills and all (at bc62f9f,
     kernel_measure/fp64_tiles_one_pass{,_b}_2026-12-02_bc62f9f.csv: 4M_64_32 8.71 -> 3.24 ms with 42 B spilled,
-    4M_32_64 6.08 -> 3.51, against 16 rows; 32 or 128 rows slower at both). Algorithm 3 at d_pad <= 32: pass 2 at 64 x 32 tiles,
-    pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of five at
-    1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
+    4M_32_64 6.08 -> 3.51, against 16 rows; 32 or 128 rows slower at both). Algorithm 3 at d_pad <= 32: pass 2 at
+    64 x 32 tiles, pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of
+    five at 1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
     (kernels.lift.accumulate_statistics)."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":

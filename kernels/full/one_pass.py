@@ -111,5 +111,6 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
-        K_MAJOR=bool(cfg.k_major_weights), RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        K_MAJOR=bool(cfg.k_major_weights), RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
     return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()
