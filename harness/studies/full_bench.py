@@ -82,13 +82,18 @@ class Variant:
     config: str = ""  # "field=value,..." over the default config (kernels.full.config.parse_full_config)
 
 
-def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=()):
+def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=(), configs_only=False):
     """The variants to run at this shape: full covariances' moments about the center (a fit whose Cholesky
     fails there is a row with its error), the rule's choice with the component moments (the fallback of
     kernels.full.em) and with each of ``configs``; ``float64_slab`` adds the rule's choice with its statistics
     summed in float64 (accuracy against slab traffic); full and tied by the float64 E-step where N K d^2 <=
-    FLOAT64_MAX_WORK (what precision="auto" takes up to MATRIX_FP64_FLOOR_WORK, against the kernels)."""
+    FLOAT64_MAX_WORK (what precision="auto" takes up to MATRIX_FP64_FLOOR_WORK, against the kernels).
+    ``configs_only``: the rule's choice with its default config and with each of ``configs``, nothing else
+    (an A/B of FullConfig fields in one run)."""
     rule = (full_config.choose_dataflow(d), full_config.choose_algorithm(K, d))
+    if configs_only:
+        return [Variant("full", *rule, precision, torch.float32, "center", c) for precision in precisions
+                for c in ("", *configs)]
     out = []
     for precision in precisions:
         for dataflow in ("products", "lift"):
@@ -261,6 +266,8 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", action="append", default=[],
                    help="FullConfig overrides for the rule's choice, field=value,... (repeatable)")
+    p.add_argument("--configs-only", action="store_true",
+                   help="time only the rule's choice, with its default config and with each --config")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("full_bench times the kernels on a GPU; none is visible")
@@ -287,7 +294,7 @@ def main(argv=None) -> None:
                   f"{roofline_ms('tied', 'tf32x3', N, K, d):.3f} ms, diag {roofline_ms('diag', 'tf32x3', N, K, d):.3f} ms",
                   flush=True)
             float64_slab = shape == a.shapes.split(",")[0]
-            for v in variants(N, K, d, a.precisions.split(","), float64_slab, a.config):
+            for v in variants(N, K, d, a.precisions.split(","), float64_slab, a.config, a.configs_only):
                 row = {**common, "shape": shape, "N": N, "K": K, "d": d, "covariance": v.covariance,
                        "dataflow": v.dataflow, "algorithm": v.algorithm, "precision": v.precision,
                        "slab_dtype": str(v.slab_dtype).replace("torch.", "") if v.slab_dtype else "",

@@ -7,6 +7,7 @@ import torch
 from kernels.datasets import make_dataset
 from harness.studies import full_bench as fb
 from kernels import reference_full as rf
+from kernels.full import config as full_config
 
 
 def test_parse_shape_and_roofline():
@@ -55,6 +56,14 @@ def test_variants_time_the_float64_e_step_only_where_it_fits():
     assert {v.covariance for v in small if v.algorithm == "torch_float64"} == {"full", "tied"}
     assert [v.config for v in small if v.config] == ["block_n=64"]
     assert not any(v.algorithm == "torch_float64" for v in fb.variants(20_000_000, 32, 16, ["tf32x3"], False))
+
+
+def test_configs_only_is_the_rule_s_choice_with_and_without_each_config():
+    """An A/B of FullConfig fields: the default config first, then each given one, at the rule's choice only."""
+    ab = fb.variants(1_000_000, 128, 32, ["tf32x3"], True, ["resident_weights=1", "num_stages=2"], configs_only=True)
+    assert [v.config for v in ab] == ["", "resident_weights=1", "num_stages=2"]
+    assert {(v.covariance, v.dataflow, v.algorithm, v.moments, v.slab_dtype) for v in ab} == {
+        ("full", full_config.choose_dataflow(32), full_config.choose_algorithm(128, 32), "center", torch.float32)}
 
 
 def test_implied_rule_reads_the_thresholds_off_the_rows():
