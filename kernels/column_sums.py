@@ -34,7 +34,7 @@ def _column_sums_kernel(
     X, partial, bad,  # X (N, d) f32 or f64 contiguous; out: partial (P, 4, d) f64 = [sum x | sum x^2 | min x | max x],
     # bad (P, n_ct) int64
     N, d, rows_per_program,
-    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, FINITE_MAX: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, FINITE_MAX: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     p = tl.program_id(0)
     ct = tl.program_id(1)
@@ -47,10 +47,20 @@ def _column_sums_kernel(
     high = tl.full((BLOCK_ROWS, BLOCK_COLS), float("-inf"), X.dtype.element_ty)
     r_start = p.to(tl.int64) * rows_per_program
     r_end = tl.minimum(r_start + rows_per_program, N)
+    rr = tl.arange(0, BLOCK_ROWS).to(tl.int64)
+    if PREFETCH:  # the next tile's load issued before this tile's sums: twice the bytes in flight per warp
+        ok_next = ((r_start + rr) < r_end)[:, None] & col_ok[None, :]
+        x_next = tl.load(X + (r_start + rr)[:, None] * d + cols[None, :], mask=ok_next, other=0.0)
     for r0 in range(r_start, r_end, BLOCK_ROWS):
-        rows = r0 + tl.arange(0, BLOCK_ROWS).to(tl.int64)
+        rows = r0 + rr
         ok = (rows < r_end)[:, None] & col_ok[None, :]
-        x = tl.load(X + rows[:, None] * d + cols[None, :], mask=ok, other=0.0)
+        if PREFETCH:
+            x = x_next
+            after = rows + BLOCK_ROWS
+            ok_next = (after < r_end)[:, None] & col_ok[None, :]
+            x_next = tl.load(X + after[:, None] * d + cols[None, :], mask=ok_next, other=0.0)
+        else:
+            x = tl.load(X + rows[:, None] * d + cols[None, :], mask=ok, other=0.0)
         n_bad += (ok & ~(tl.abs(x) <= FINITE_MAX)).to(tl.int32)  # NaN compares false, +-inf exceeds the max
         low = tl.minimum(low, tl.where(ok, x, float("inf")))
         high = tl.maximum(high, tl.where(ok, x, float("-inf")))
@@ -64,17 +74,18 @@ def _column_sums_kernel(
     tl.store(bad + p * tl.num_programs(1) + ct, tl.sum(tl.sum(n_bad, 1).to(tl.int64), 0))
 
 
-def column_sums(X: torch.Tensor):
+def column_sums(X: torch.Tensor, tile_elements: int = TILE_ELEMENTS, programs_per_sm: float = PROGRAMS_PER_SM,
+                num_warps: int = 8, num_stages: int = 1, prefetch: bool = False):
     """(sum of x (d,) f64, sum of x^2 (d,) f64, non-finite entries () int64, (min of x (d,), max of x (d,)) f64),
-    all on X's device.
+    all on X's device; the keywords are the launch geometry (``harness.studies.validation_phase --tiles``).
 
     X: (N, d) float32 (or float64), contiguous, on CUDA (or on the CPU under TRITON_INTERPRET=1).
     Entries that are NaN or infinite are counted and enter the sums as they are (the extremes are then
     meaningless: the caller raises on the count)."""
     N, d = X.shape
     block_cols = min(COLUMN_TILE, triton.next_power_of_2(d))
-    block_rows = max(1, TILE_ELEMENTS // block_cols)
-    programs = program_count(triton.cdiv(N, block_rows), X.device, PROGRAMS_PER_SM)
+    block_rows = max(1, tile_elements // block_cols)
+    programs = program_count(triton.cdiv(N, block_rows), X.device, programs_per_sm)
     rows_per_program = triton.cdiv(triton.cdiv(N, programs), block_rows) * block_rows
     programs = triton.cdiv(N, rows_per_program)
     col_tiles = triton.cdiv(d, block_cols)
@@ -82,7 +93,8 @@ def column_sums(X: torch.Tensor):
     bad = torch.empty((programs, col_tiles), dtype=torch.int64, device=X.device)
     _column_sums_kernel[(programs, col_tiles)](X, partial, bad, N, d, rows_per_program,
                                                BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
-                                               FINITE_MAX=float(torch.finfo(X.dtype).max), num_warps=8)
+                                               FINITE_MAX=float(torch.finfo(X.dtype).max), PREFETCH=prefetch,
+                                               num_warps=num_warps, num_stages=num_stages)
     sums = partial[:, :2].sum(0)
     return sums[0], sums[1], bad.sum(), (partial[:, 2].amin(0), partial[:, 3].amax(0))
 

@@ -213,7 +213,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
                 DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=False, SENTINEL_VALUE=SENTINEL,
-                SHIFTED=moments == "component", K_MAJOR=bool(cfg.k_major_weights),
+                SHIFTED=moments == "component",
                 RESIDENT=bool(cfg.resident_weights))
     rows = []
     for name, fn in _full_kernels(algorithm).items():

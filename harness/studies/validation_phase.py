@@ -6,18 +6,30 @@ In one process on the same data: ``kernels.em.column_moments`` timed with CUDA e
 from the device tensor with their ``fit_profile_`` in milliseconds.
 
     python -m harness.studies.validation_phase [--sizes 1M,20M] > validation_phase.log
+
+``--tiles OUT.csv``: instead, the validation kernel's launch geometry at 20M x 32 (``kernels.column_sums``: tile
+elements, programs per SM, warps, stages, prefetch), each timed alone with CUDA events (min and median of 20)
+beside the HBM floor (4 N d bytes at 4.3 TB/s), one row each to OUT.csv.
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
+import itertools
+from pathlib import Path
 
 import torch
 
+from harness import env
 from harness.memory import NvmlSampler
 from harness.studies.estimator_e2e import SIZES
 from kernels import GaussianMixture
 from kernels.datasets import make_dataset
+from kernels.column_sums import column_sums
 from kernels.em import column_moments
+
+HBM_BYTES_PER_S = 4.3e12
 
 
 def event_ms(fn, reps: int = 20) -> tuple[float, float]:
@@ -34,10 +46,41 @@ def event_ms(fn, reps: int = 20) -> tuple[float, float]:
     return min(out), sorted(out)[len(out) // 2]
 
 
+def tile_sweep(out: Path, N: int = 20_000_000, d: int = 32) -> None:
+    """Every launch geometry of the grid below at (N, d), a CSV row each (a compile failure is a row too)."""
+    X = make_dataset(N, 32, d, 0, "cuda").X
+    floor_ms = 1e3 * 4 * N * d / HBM_BYTES_PER_S
+    grid = itertools.product((2048, 4096, 8192), (1, 2, 4), (4, 8), (1, 3), (False, True))
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, ["date", "git_commit", "device", "N", "d", "tile_elements", "programs_per_sm",
+                                    "num_warps", "num_stages", "prefetch", "status", "ms_min", "ms_median",
+                                    "hbm_floor_ms", "floor_frac"])
+        writer.writeheader()
+        for tile, pps, warps, stages, prefetch in grid:
+            geometry = dict(tile_elements=tile, programs_per_sm=pps, num_warps=warps, num_stages=stages,
+                            prefetch=prefetch)
+            row = {"date": datetime.date.today().isoformat(), "git_commit": env.git_commit(),
+                   "device": torch.cuda.get_device_name(), "N": N, "d": d, **geometry,
+                   "hbm_floor_ms": f"{floor_ms:.4f}"}
+            try:
+                column_sums(X, **geometry)
+                lo, med = event_ms(lambda: column_sums(X, **geometry))
+                row.update(status="ok", ms_min=f"{lo:.4f}", ms_median=f"{med:.4f}", floor_frac=f"{floor_ms / lo:.3f}")
+            except Exception as e:  # out of registers or shared memory: a row, not a crash
+                row["status"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+            writer.writerow(row)
+            f.flush()
+            print(row, flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1M,20M")
+    p.add_argument("--tiles", type=Path, default=None)
     a = p.parse_args(argv)
+    if a.tiles:
+        tile_sweep(a.tiles)
+        return
     for size in a.sizes.split(","):
         N = SIZES[size]
         X = make_dataset(N, 32, 32, 0, "cuda").X

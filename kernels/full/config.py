@@ -29,6 +29,7 @@ from kernels.lift import pow2_at_least_16
 
 ALGORITHMS = ("one_pass", "two_pass")
 ONE_PASS_MAX_KD2 = 65536
+RESIDENT_WEIGHT_BYTES = 64 * 1024  # resident weights up to this: 2 programs per SM still fit the H200's 228 KB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,16 +37,11 @@ class FullConfig:
     """block_n: rows per tile; block_k: components per score tile (capped at K_pad); cols: columns of
     [U_1 | U_2 | ...] per product in the ``products`` score (cols / d_pad components, or part of one);
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
-    the slab traffic and removes the float32 sums' drift over ~N / programs rows); k_major_weights: 1 stores the
-    ``products`` score's weight columns K-major (a column's d_pad entries contiguous), the order a TF32 wgmma
-    reads its B operand in, where 0 (column entries d_pad * K_pad apart) has every row tile transpose the same
-    weights through registers into shared memory (on the H200 at bc62f9f, 8-way bank-conflicted stores: 40% of
-    the one pass's shared-memory wavefronts at 20M_32_16, results/h200/ncu/ncu_full_one_pass_20M.*); not yet
-    timed against 0 (``full_bench --config k_major_weights=1``); resident_weights: 1 loads the products score's
-    weights once a program and keeps them in shared memory over its row tiles (kernels.full.tiles.resident_weights;
-    the one pass with one component tile, block_k >= K_pad, and Algorithm 3's statistics pass) where 0 re-reads
-    them every tile (~640M of the 1.17e9 L1 load sectors of the one pass at 20M_32_16, bc62f9f); 8 block_k d_pad^2
-    bytes of shared memory under tf32x3 (64 KB at K = 32, d = 16), so for small d only; not yet timed."""
+    the slab traffic and removes the float32 sums' drift over ~N / programs rows); resident_weights: 1 loads the
+    products score's weights once a program and keeps them in shared memory over its row tiles
+    (kernels.full.tiles.resident_weights; the one pass with one component tile, block_k >= K_pad, and Algorithm 3's
+    statistics pass) where 0 re-reads them every tile; 8 block_k d_pad^2 bytes of shared memory under tf32x3, on by
+    default where that is at most RESIDENT_WEIGHT_BYTES (:func:`default_config`)."""
 
     block_n: int = 32
     block_k: int = 32
@@ -54,7 +50,6 @@ class FullConfig:
     num_stages: int = 1
     programs_per_sm: float = 2
     slab_dtype: torch.dtype = torch.float32
-    k_major_weights: int = 0
     resident_weights: int = 0
 
 
@@ -79,12 +74,28 @@ def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -
     the one pass (53.4 -> 20.6 ms/iter: each tile ends in a read-modify-write of the program's second-moment
     slab, which 64-row tiles do half as often: our reading, unprofiled) and 1.16x at 1M_128_32 in Algorithm 3;
     other shapes by the compile alone. No software pipelining. Algorithm 3 takes more programs per SM (its
-    programs hold one component tile)."""
+    programs hold one component tile).
+
+    Resident weights where the component tile's take at most RESIDENT_WEIGHT_BYTES (d_pad 16 at block_k <= 32),
+    measured on the H200 at 093139c (results/h200/kernel_measure/full_bench_layouts_2026-12-02_093139c.csv, two
+    runs): the one pass at 20M_32_16 16.4 -> 13.5 ms/iter, Algorithm 3 at 1M_256_16 8.9 -> 8.5; at d_pad 32 the
+    one pass and Algorithm 3 would need 311 KB of shared memory (refused); num_stages 2, 8 warps and 3 programs per
+    SM were slower at every shape timed there."""
     d_pad, K_pad = pow2_at_least_16(d), pow2_at_least_16(K)
     wide = dataflow == "products" and d_pad <= 32
     if algorithm == "two_pass":
-        return FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), programs_per_sm=8)
-    return FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad))
+        cfg = FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), programs_per_sm=8)
+    else:
+        cfg = FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad))
+    return dataclasses.replace(cfg, resident_weights=resident_by_default(algorithm, K, d, dataflow, cfg.block_k))
+
+
+def resident_by_default(algorithm: str, K: int, d: int, dataflow: str, block_k: int) -> int:
+    """1 where the products' weights of one component tile stay in shared memory by default (:func:`default_config`)."""
+    K_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    block_k = min(block_k, K_pad)
+    one_tile = algorithm == "two_pass" or block_k >= K_pad
+    return int(dataflow == "products" and one_tile and 8 * block_k * d_pad ** 2 <= RESIDENT_WEIGHT_BYTES)
 
 
 def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
@@ -100,4 +111,6 @@ def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow
         if key not in types:
             raise ValueError(f"unknown full-config field {key!r}; fields: {', '.join(types)}")
         kw[key] = float(value) if "float" in str(types[key]) else int(value)
+    if "resident_weights" not in kw:  # the default follows the tile the overrides give
+        kw["resident_weights"] = resident_by_default(algorithm, K, d, dataflow, kw.get("block_k", cfg.block_k))
     return dataclasses.replace(cfg, **kw)

@@ -127,8 +127,7 @@ def workspace_statistics(X, sample_weight, weights, means, U, ws: Workspace, alg
                          moments: str = "center"):
     """(n, s, M2 about ws.center64, ell) in float64 from one fused E-step, the kernels' moments summed about the
     center or about each component's mean (``moments``)."""
-    params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision,
-                              bool(cfg.k_major_weights))
+    params = score_parameters(dataflow, weights, means, U, ws.center64, ws.k_pad, ws.d_pad, ws.pairs, precision)
     shift = moment_shifts(means, ws.center64, ws.k_pad, ws.d_pad) if moments == "component" else None
     if algorithm == "one_pass":
         stats, ll = one_pass_statistics(X, ws.center, sample_weight, params, shift, ws.pairs, ws.k_pad, dataflow,

@@ -32,7 +32,7 @@ def _full_one_pass_kernel(
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr, RESIDENT: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -41,7 +41,7 @@ def _full_one_pass_kernel(
     kl = tl.arange(0, BLOCK_K)
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     if RESIDENT:  # the products' weights, in shared memory for the whole sweep (one component tile)
-        his, los = resident_weights(Wa, wa_lo, 0, K_PAD, D_PAD, BLOCK_K, COLS, PRECISION, K_MAJOR)
+        his, los = resident_weights(Wa, wa_lo, 0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + rr
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
@@ -52,7 +52,7 @@ def _full_one_pass_kernel(
                                             PRECISION)
             else:
                 s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb,
-                               wb_lo, bias, 0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
+                               wb_lo, bias, 0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
             m = tl.max(s, 1)
             p = tl.exp(s - m[:, None])
             lam = tl.sum(p, 1)
@@ -65,8 +65,7 @@ def _full_one_pass_kernel(
             lam = tl.zeros([BLOCK_N], dtype=tl.float32)
             for k0 in range(0, K_PAD, BLOCK_K):
                 s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb,
-                               wb_lo, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION,
-                               K_MAJOR)
+                               wb_lo, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
                 tl.store(my_scratch + rr[:, None] * K_PAD + (k0 + kl)[None, :], s)
                 m_new = tl.maximum(m, tl.max(s, 1))
                 lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
@@ -111,6 +110,6 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
-        K_MAJOR=bool(cfg.k_major_weights), RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps,
+        RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)
     return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()

@@ -63,14 +63,12 @@ def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
 
 
 @triton.jit
-def weight_columns(Lcat, l_lo, cols, K_PAD: tl.constexpr, D_PAD: tl.constexpr, PRECISION: tl.constexpr,
-                   K_MAJOR: tl.constexpr):
-    """Lcat[:, cols] (D_PAD x len(cols)), high and low: K-major storage or columns contiguous."""
+def weight_columns(Lcat, l_lo, cols, D_PAD: tl.constexpr, PRECISION: tl.constexpr):
+    """Lcat[:, cols] (D_PAD x len(cols)), high and low, from Lcat stored K-major (k_pad d_pad, d_pad): a column's
+    D_PAD entries contiguous, the order a TF32 wgmma reads its B operand in, so the compiler stores the tile with
+    stmatrix (kernels.full.parameters.product_parameters)."""
     dd = tl.arange(0, D_PAD)
-    if K_MAJOR:
-        return load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
-    else:
-        return load_split(Lcat, l_lo, dd[:, None] * (K_PAD * D_PAD) + cols[None, :], PRECISION)
+    return load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
 
 
 @triton.jit
@@ -88,23 +86,21 @@ def add_component_norms(q, x_hi, x_lo, u_hi, u_lo, off_j, j, D_PAD: tl.constexpr
 
 
 @triton.jit
-def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0,
-                   K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   COLS: tl.constexpr, PRECISION: tl.constexpr, K_MAJOR: tl.constexpr):
-    """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products; Lcat
-    (d_pad, k_pad d_pad), or (k_pad d_pad, d_pad) when K_MAJOR."""
+def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, COLS: tl.constexpr, PRECISION: tl.constexpr):
+    """S[:, k0 : k0 + BLOCK_K] = b - ||(x - c) U_k - mu'_k U_k||^2 / 2 by per-component products."""
     q = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for j in range(0, BLOCK_K * D_PAD // COLS):
         cols = k0 * D_PAD + j * COLS + tl.arange(0, COLS)
-        u_hi, u_lo = weight_columns(Lcat, l_lo, cols, K_PAD, D_PAD, PRECISION, K_MAJOR)
+        u_hi, u_lo = weight_columns(Lcat, l_lo, cols, D_PAD, PRECISION)
         q = add_component_norms(q, x_hi, x_lo, u_hi, u_lo, tl.load(off + cols), j, D_PAD, BLOCK_N, BLOCK_K, COLS,
                                 PRECISION)
     return tl.load(b + k0 + tl.arange(0, BLOCK_K))[None, :] - 0.5 * q
 
 
 @triton.jit
-def resident_weights(Lcat, l_lo, k0, K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr,
-                     COLS: tl.constexpr, PRECISION: tl.constexpr, K_MAJOR: tl.constexpr):
+def resident_weights(Lcat, l_lo, k0, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, COLS: tl.constexpr,
+                     PRECISION: tl.constexpr):
     """(high, low): tuples of the BLOCK_K * D_PAD // COLS products' weight columns of the component tile at k0,
     loaded once before a program's row tiles (FullConfig.resident_weights). Loop invariant, the compiler keeps each
     tensor-core operand in shared memory for the program's lifetime (its local_alloc hoisted out of the row-tile
@@ -114,8 +110,7 @@ def resident_weights(Lcat, l_lo, k0, K_PAD: tl.constexpr, D_PAD: tl.constexpr, B
     his = ()
     los = ()
     for j in tl.static_range(BLOCK_K * D_PAD // COLS):
-        u_hi, u_lo = weight_columns(Lcat, l_lo, k0 * D_PAD + j * COLS + tl.arange(0, COLS), K_PAD, D_PAD, PRECISION,
-                                    K_MAJOR)
+        u_hi, u_lo = weight_columns(Lcat, l_lo, k0 * D_PAD + j * COLS + tl.arange(0, COLS), D_PAD, PRECISION)
         his = his + (u_hi,)
         los = los + (u_lo,)
     return his, los
@@ -154,12 +149,10 @@ def lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, strid
 @triton.jit
 def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo, bias, k0,
                K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               F: tl.constexpr, COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr,
-               K_MAJOR: tl.constexpr):
+               F: tl.constexpr, COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr):
     """The score tile by DATAFLOW: ``products`` (Wa = Lcat, Wb = off) or ``lift`` (Wa = Wq, Wb = Wl)."""
     if DATAFLOW == "products":
-        return products_score(x_hi, x_lo, Wa, wa_lo, Wb, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION,
-                              K_MAJOR)
+        return products_score(x_hi, x_lo, Wa, wa_lo, Wb, bias, k0, D_PAD, BLOCK_N, BLOCK_K, COLS, PRECISION)
     else:
         return lift_score(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
                           bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION)

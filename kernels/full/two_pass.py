@@ -30,7 +30,7 @@ def _full_normalizer_kernel(
     n_pairs, N, d, stride_x,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr, K_MAJOR: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr,
 ):
     tile = tl.program_id(0)
     rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -39,7 +39,7 @@ def _full_normalizer_kernel(
     lam = tl.zeros([BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K_PAD, BLOCK_K):
         s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb, wb_lo,
-                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
+                       bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
         m_new = tl.maximum(m, tl.max(s, 1))
         lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
         m = m_new
@@ -54,14 +54,14 @@ def _full_statistics_kernel(
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SHIFTED: tl.constexpr, K_MAJOR: tl.constexpr, RESIDENT: tl.constexpr,
+    SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
     k0 = k_tile * BLOCK_K
     my_slab = slab + (k_tile * n_splits + split).to(tl.int64) * slab_rows * BLOCK_K
     if RESIDENT:  # this component tile's products weights, in shared memory over the program's row tiles
-        his, los = resident_weights(Wa, wa_lo, k0, K_PAD, D_PAD, BLOCK_K, COLS, PRECISION, K_MAJOR)
+        his, los = resident_weights(Wa, wa_lo, k0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
@@ -70,7 +70,7 @@ def _full_statistics_kernel(
                                         PRECISION)
         else:
             s = score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, stride_x, Wa, wa_lo, Wb,
-                           wb_lo, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION, K_MAJOR)
+                           wb_lo, bias, k0, K_PAD, D_PAD, BLOCK_N, BLOCK_K, F, COLS, DATAFLOW, PRECISION)
         Lr = tl.load(L + rows, mask=rows < N, other=0.0)
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
         accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
@@ -92,8 +92,7 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     weights = X if sample_weight is None else sample_weight
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
                 DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=sample_weight is not None,
-                K_MAJOR=bool(cfg.k_major_weights), num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages)
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     n_tiles = triton.cdiv(N, cfg.block_n)
     L = L_buffer if L_buffer is not None else torch.empty(N, dtype=torch.float32, device=X.device)
     ll_part = torch.empty(n_tiles, dtype=torch.float64, device=X.device)

@@ -14,7 +14,7 @@ from sklearn.mixture._gaussian_mixture import (_compute_precision_cholesky, _est
 
 import kernels.full as kf
 from kernels import reference_full as rf
-from kernels.full.config import FullConfig, choose_algorithm, default_config
+from kernels.full.config import FullConfig, choose_algorithm, default_config, parse_full_config
 from kernels.tests.conftest import DEVICE, assert_close_rel
 
 DATAFLOWS = ["products", "lift"]
@@ -75,6 +75,20 @@ def test_the_rule_takes_algorithm_3_past_the_slab_limit_and_where_the_one_pass_t
         assert default_config("one_pass", K, d).block_n < default_config("two_pass", K, d).block_n
 
 
+@pytest.mark.parametrize("algorithm,K,d,dataflow,want", [
+    ("one_pass", 32, 16, "products", 1), ("two_pass", 256, 16, "products", 1), ("one_pass", 16, 13, "products", 1),
+    ("one_pass", 64, 16, "products", 0), ("one_pass", 32, 32, "products", 0), ("two_pass", 128, 32, "products", 0),
+    ("one_pass", 128, 16, "products", 0), ("one_pass", 32, 16, "lift", 0)])
+def test_weights_stay_resident_by_default_where_one_tile_s_fit_in_64_kb(algorithm, K, d, dataflow, want):
+    """Resident weights by default where one component tile's take <= 64 KB of shared memory (d_pad 16 at
+    block_k <= 32: the H200's 20M_32_16 and 1M_256_16 ran faster with them, d_pad 32 needed 311 KB); the one pass
+    with several component tiles (K_pad 128) and the lift have none; an override of block_k moves the default."""
+    assert default_config(algorithm, K, d, dataflow).resident_weights == want
+    assert parse_full_config("block_n=32", algorithm, K, d, dataflow).resident_weights == want
+    assert parse_full_config("block_k=16", "one_pass", 32, 16).resident_weights == 0  # two component tiles
+    assert parse_full_config("resident_weights=0", "one_pass", 32, 16).resident_weights == 0
+
+
 def test_padded_components_and_features_carry_no_mass():
     """K = 3 pads 13 components (sentinel score) and d = 5 pads 11 features: n sums to N, no NaN."""
     X, w, m, U = full_problem(300, 3, 5, seed=3)
@@ -96,19 +110,17 @@ def test_one_pass_with_several_component_tiles_matches_one_tile():
         assert_full_statistics_close(a[:3], [as_np(t) for t in b[:3]], X - as_np(a[4]), 1e-6)
 
 
-@pytest.mark.parametrize("layout", [dict(k_major_weights=1), dict(resident_weights=1),
-                                    dict(k_major_weights=1, resident_weights=1)])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("cols", [16, 64])
-def test_weight_layouts_give_the_statistics_of_the_default_one(layout, algorithm, cols, precision):
-    """FullConfig.k_major_weights (the products' Lcat K-major, the order a TF32 wgmma reads B in) and
-    resident_weights (loaded once a program, over all its row tiles) against float64 EM and against the default,
-    at one component per product (cols 16) and four (cols 64)."""
+def test_resident_weights_give_the_statistics_of_reloaded_ones(algorithm, cols, precision):
+    """FullConfig.resident_weights (the products' weights loaded once a program, over all its row tiles) against
+    float64 EM and against weights reloaded every row tile, at one component per product (cols 16) and four
+    (cols 64)."""
     X, w, m, U = full_problem(515, 7, 13, seed=21)
     args = tensors(X, w, m, U)
     got = [kf.estep_statistics(*args, algorithm=algorithm, dataflow="products", precision=precision,
-                               config=FullConfig(block_n=32, block_k=16, cols=cols, **kw))
-           for kw in ({}, layout)]
+                               config=FullConfig(block_n=32, block_k=16, cols=cols, resident_weights=r))
+           for r in (0, 1)]
     c = as_np(got[1][4])
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=c)
     assert_full_statistics_close(got[1][:3], (rn, rs, rM2), X - c, 2e-6)
@@ -334,16 +346,12 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("slab_dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("layout", [{}, dict(k_major_weights=1)])
-def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype, layout):
-    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64
-    (in both layouts of their weights); the lift is within its cancellation bound (a responsibility's relative
-    error is its score's absolute error)."""
-    if dataflow == "lift" and layout:
-        pytest.skip("k_major_weights lays out the products' weights only")
+def test_tf32x3_statistics_on_the_gpu(algorithm, dataflow, slab_dtype):
+    """200 003 rows, K = 20, d = 24 compiled on the GPU: tf32x3 products are float32-accurate against float64;
+    the lift is within its cancellation bound (a responsibility's relative error is its score's absolute error)."""
     X, w, m, U = full_problem(200_003, 20, 24, seed=12)
     cfg = FullConfig(slab_dtype=slab_dtype, block_k=32 if algorithm == "one_pass" else 16,
-                     programs_per_sm=2 if algorithm == "one_pass" else 8, **layout)
+                     programs_per_sm=2 if algorithm == "one_pass" else 8)
     n, s, M2, ll, c = kf.estep_statistics(*tensors(X, w, m, U), algorithm=algorithm, dataflow=dataflow, config=cfg)
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=as_np(c), chunk=8192)
     rtol, ll_tol = 1e-5, 1e-6 * abs(rll)
@@ -364,7 +372,7 @@ def test_resident_weights_on_the_gpu(algorithm):
     args = tensors(X, w, m, U)
     base = dict(block_k=32 if algorithm == "one_pass" else 16, programs_per_sm=2 if algorithm == "one_pass" else 8)
     got = [kf.estep_statistics(*args, algorithm=algorithm, config=FullConfig(**base, **kw))
-           for kw in ({}, dict(k_major_weights=1, resident_weights=1))]
+           for kw in ({}, dict(resident_weights=1))]
     c = as_np(got[1][4])
     rn, rs, rM2, rll = rf.estep_full(X, w, m, U, center=c, chunk=8192)
     assert_full_statistics_close(got[1][:3], (rn, rs, rM2), X - c, 1e-5)
