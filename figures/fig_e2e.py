@@ -5,7 +5,7 @@
 From the CSV only. Left: one bar per arm per shape, the host-array wall time (log scale); a dot
 on the bar marks the device-tensor wall time where the arm took one; a cell that ran past its limit
 is a hatched bar up to the limit (its true time is longer); other failures are an x at the axis
-floor. Right: Turbo-GMM's host-array fit split into its phases (the estimator's ``fit_profile_``),
+floor; an arm run more than once at a shape shows its newest run. Right: Turbo-GMM's host-array fit split into its phases (the estimator's ``fit_profile_``),
 stacked, per shape. Writes fig_e2e.png/.pdf beside the CSV (``<stem>_fig.*`` for another CSV).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from figures import arm_bar_slots, csv_to_figure_cli, finish_log_axes, save  # noqa: E402
 from figures.table1 import shape_arm_grid, shape_label  # noqa: E402
-from figures.table_e2e import PHASES, number  # noqa: E402
+from figures.table_e2e import PHASES, newest_first, number  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     rows = [r for r in read_csv(csv_path) if not r["status"].startswith("unavailable")]
     if not rows:
         raise ValueError(f"{csv_path} has no e2e cell that ran")
-    shapes, arms, cell = shape_arm_grid(rows)
+    shapes, arms, cell = shape_arm_grid(newest_first(rows)[::-1])  # an arm run at a shape more than once: its newest
     fig, (ax, ax_split) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [2.2, 1]})
     walls = [number(r, c) for r in rows for c in ("e2e_wall_s_host", "e2e_wall_s_device") if r["status"] == "ok"]
     walls += [float(r["timeout_s"]) for r in rows if r["status"] == "fail (TIMEOUT)"]

@@ -6,7 +6,9 @@ One row per (shape, arm): wall seconds of the fastest fit from a host NumPy arra
 device tensor, the split of the fastest host fit (the phases the arm lets us see; "not split" is
 the wall time no measured phase accounts for), iterations taken, the gate's float64 log-likelihood
 per point (and its difference relative to the reference arm's), the ARI of the labels against the reference arm (scikit-learn where its fit is valid),
-and the host wall time over Turbo-GMM's. A cell that ran past its limit reads "> limit s" (a lower
+and the host wall time over Turbo-GMM's. Implementations are compared within one run: where Turbo-GMM ran at a
+shape in several runs, each arm is divided by the Turbo-GMM row of its own commit, and only where none ran with
+it by the newest one, which the ratio names. A cell that ran past its limit reads "> limit s" (a lower
 bound); other failures and unavailable arms read their status. Writes e2e.md beside the CSV
 (``<stem>.md`` for another CSV, e.g. e2e_smoke.md).
 """
@@ -20,7 +22,7 @@ from harness.results import read_csv
 
 PHASES = [("transfer_s", "transfer"), ("validation_s", "validation"), ("init_s", "init"), ("em_s", "EM"),
           ("other_s", "other"), ("unsplit_s", "not split")]
-HEADER = ["Shape", "Arm", "Wall, host array (s)", "Wall, device tensor (s)", "Split of the host fit (s)",
+HEADER = ["Shape", "Arm", "Run", "Wall, host array (s)", "Wall, device tensor (s)", "Split of the host fit (s)",
           "Iterations", "LL/point (float64; relative to the reference)", "ARI vs reference", "Host wall vs Turbo-GMM", "Gate"]
 
 
@@ -54,24 +56,42 @@ def ll_text(ll: float | None, rel: float | None, is_reference: bool) -> str:
     return f"{ll:.6f}" if rel is None or is_reference else f"{ll:.6f} ({rel:+.1e})"
 
 
+def newest_first(rows: list[dict]) -> list[dict]:
+    """Rows by their record's timestamp, newest first (rows without one last)."""
+    return sorted(rows, key=lambda r: r.get("timestamp") or "", reverse=True)
+
+
+def turbo_reference(rows: list[dict], shape: str, commit: str) -> dict | None:
+    """The valid Turbo-GMM row an arm's row at ``shape`` is divided by: the one of the same commit (one run),
+    else the newest."""
+    ours = [r for r in newest_first(rows) if r["arm"] == "turbo_gmm" and r["shape"] == shape
+            and r["status"] == "ok" and r["gate"] == "valid"]
+    return next((r for r in ours if r.get("git_commit") == commit), ours[0] if ours else None)
+
+
+def versus_text(r: dict, rows: list[dict]) -> str:
+    """The host wall time over Turbo-GMM's, naming the Turbo-GMM run where it is another run's."""
+    ref = turbo_reference(rows, r["shape"], r.get("git_commit", ""))
+    if r["arm"] == "turbo_gmm" or ref is None:
+        return "—"
+    base = number(ref, "e2e_wall_s_host")
+    other = "" if ref.get("git_commit") == r.get("git_commit") else f" (vs {ref.get('git_commit') or '?'})"
+    if r["status"] == "ok" and r["gate"] == "valid" and number(r, "e2e_wall_s_host") is not None:
+        return speedup_text(number(r, "e2e_wall_s_host") / base) + other
+    if r["status"] == "fail (TIMEOUT)":
+        return f"> {float(r['timeout_s']) / base:.0f}x slower{other}"
+    return "—"
+
+
 def table_rows(rows: list[dict]) -> list[list[str]]:
-    ours = {r["shape"]: number(r, "e2e_wall_s_host") for r in rows
-            if r["arm"] == "turbo_gmm" and r["status"] == "ok" and r["gate"] == "valid"}
     out, last = [], None
-    for r in sorted_rows(rows):
+    for r in sorted_rows(newest_first(rows)):  # an arm's runs at a shape, newest first
         ok = r["status"] == "ok"
-        host = number(r, "e2e_wall_s_host") if ok else None
-        if r["arm"] == "turbo_gmm" or not ours.get(r["shape"]):
-            versus = "—"
-        elif host is not None and r["gate"] == "valid":
-            versus = speedup_text(host / ours[r["shape"]])
-        elif r["status"] == "fail (TIMEOUT)":
-            versus = f"> {float(r['timeout_s']) / ours[r['shape']]:.0f}x slower"
-        else:
-            versus = "—"
+        versus = versus_text(r, rows)
         ll, ari, rel = number(r, "ll_per_point"), number(r, "ari"), number(r, "rel_ll_diff")
         ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
-        out.append([shape_label(r) if r["shape"] != last else "", r["label"], wall_text(r, "e2e_wall_s_host"),
+        run = " ".join(x for x in ((r.get("timestamp") or "")[:10], r.get("git_commit", "")) if x) or "—"
+        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run, wall_text(r, "e2e_wall_s_host"),
                     wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
                     r["iterations"] or "—", ll_text(ll, rel, r.get("reference_arm") == r["arm"]),
                     f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])

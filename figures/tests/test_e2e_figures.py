@@ -4,7 +4,7 @@ import numpy as np
 from figures import fig_e2e, table_e2e
 from harness.results import collect, write_json_atomic, write_npz_atomic
 
-LABELS = {"turbo_gmm": "Turbo-GMM", "sklearn": "scikit-learn", "cuvs": "cuVS"}
+LABELS = {"turbo_gmm": "Turbo-GMM", "sklearn": "scikit-learn", "cuvs": "cuVS", "pomegranate": "pomegranate"}
 
 
 def _record(arm, status="ok", host=None, device=None, split=None, timeout_s=60.0, iterations=5):
@@ -40,3 +40,30 @@ def test_table_and_figure_show_walls_splits_and_a_timeout_as_a_lower_bound(tmp_p
     assert "> 120 |" in rows["cuVS"] and "> 240x slower" in rows["cuVS"] and "fail (TIMEOUT)" in rows["cuVS"]
     paths = fig_e2e.render(csv)
     assert [p.name for p in paths] == ["fig_e2e.png", "fig_e2e.pdf"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_each_arm_is_divided_by_the_turbo_gmm_row_of_its_own_run(tmp_path):
+    """Turbo-GMM run twice at a shape: scikit-learn (run A) against A's Turbo-GMM, cuVS (run B) against B's, and
+    pomegranate (run C, no Turbo-GMM with it) against the newest, named; the figure takes the newest Turbo-GMM."""
+    exp = tmp_path / "dev" / "e2e"
+    runs = {"turbo_gmm_a": ("turbo_gmm", 0.5, "aaaaaaa", "2026-12-01T10:00:00+0000"),
+            "sklearn_a": ("sklearn", 10.0, "aaaaaaa", "2026-12-01T10:05:00+0000"),
+            "turbo_gmm_b": ("turbo_gmm", 0.25, "bbbbbbb", "2026-12-02T10:00:00+0000"),
+            "cuvs_b": ("cuvs", 1.0, "bbbbbbb", "2026-12-02T10:05:00+0000"),
+            "pomegranate_c": ("pomegranate", 2.0, "ccccccc", "2026-11-30T10:00:00+0000")}
+    for name, (arm, host, commit, stamp) in runs.items():
+        write_json_atomic(exp / "cells" / f"{name}.json", {**_record(arm, host=host, split={"em": host / 2}),
+                                                           "params_file": f"cells/{name}.npz", "git_commit": commit,
+                                                           "timestamp": stamp})
+        write_npz_atomic(exp / "cells" / f"{name}.npz", labels=np.array([0, 0, 1, 1], np.int32))
+    csv = collect(exp, ["turbo_gmm", "sklearn", "cuvs", "pomegranate"])
+    (md,) = table_e2e.render(csv)
+    lines = [line for line in md.read_text().splitlines() if line.startswith("| ") and " | Arm | " not in line]
+    by_run = {(line.split(" | ")[1], line.split(" | ")[2].split()[-1]): line for line in lines}
+    assert "20.00x slower |" in by_run[("scikit-learn", "aaaaaaa")]
+    assert "4.00x slower |" in by_run[("cuVS", "bbbbbbb")]
+    assert "8.00x slower (vs bbbbbbb) |" in by_run[("pomegranate", "ccccccc")]
+    assert [line.split(" | ")[2] for line in lines if " | Turbo-GMM | " in line] == ["2026-12-02 bbbbbbb",
+                                                                                    "2026-12-01 aaaaaaa"]
+    _, _, cell = fig_e2e.shape_arm_grid(table_e2e.newest_first(table_e2e.read_csv(csv))[::-1])
+    assert cell[("1M_32_32", "turbo_gmm")]["git_commit"] == "bbbbbbb"
