@@ -2,13 +2,14 @@
 ``column_moments`` alone is ~0.6 ms at 1M (issue 19's validation + centering target, <= 2 ms at 20M x 32).
 
 In one process on the same data: ``kernels.em.column_moments`` timed with CUDA events (min and median of
-20) bare, while the harness's ``NvmlSampler`` polls, and after ``import jax``; then three estimator fits
-from the device tensor with their ``fit_profile_`` in milliseconds.
+20) bare, while the harness's ``NvmlSampler`` polls, after ``import jax`` and after the GPU idled 50 ms (as
+it does while the host prepares a fit), and ``column_sums`` alone; then three estimator fits from a host
+array and three from the device tensor with their ``fit_profile_`` in milliseconds.
 
     python -m harness.studies.validation_phase [--sizes 1M,20M] > validation_phase.log
 
 ``--tiles OUT.csv``: instead, the validation kernel's launch geometry at 20M x 32 (``kernels.column_sums``: tile
-elements, programs per SM, warps, stages, prefetch), each timed alone with CUDA events (min and median of 20)
+elements, programs per SM, warps, stages), each timed alone with CUDA events (min and median of 20)
 beside the HBM floor (4 N d bytes at 4.3 TB/s), one row each to OUT.csv.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import csv
 import datetime
 import itertools
+import time
 from pathlib import Path
 
 import torch
@@ -32,11 +34,12 @@ from kernels.em import column_moments
 HBM_BYTES_PER_S = 4.3e12
 
 
-def event_ms(fn, reps: int = 20) -> tuple[float, float]:
-    """(min, median) ms of ``fn`` between two CUDA events."""
+def event_ms(fn, reps: int = 20, pause_s: float = 0.0) -> tuple[float, float]:
+    """(min, median) ms of ``fn`` between two CUDA events, the GPU idle for ``pause_s`` before each."""
     out = []
     for _ in range(reps):
         torch.cuda.synchronize()
+        time.sleep(pause_s)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
@@ -50,15 +53,14 @@ def tile_sweep(out: Path, N: int = 20_000_000, d: int = 32) -> None:
     """Every launch geometry of the grid below at (N, d), a CSV row each (a compile failure is a row too)."""
     X = make_dataset(N, 32, d, 0, "cuda").X
     floor_ms = 1e3 * 4 * N * d / HBM_BYTES_PER_S
-    grid = itertools.product((2048, 4096, 8192), (1, 2, 4), (4, 8), (1, 3), (False, True))
+    grid = itertools.product((2048, 4096, 8192), (1, 2, 4), (4, 8), (1, 3))
     with out.open("w", newline="") as f:
         writer = csv.DictWriter(f, ["date", "git_commit", "device", "N", "d", "tile_elements", "programs_per_sm",
-                                    "num_warps", "num_stages", "prefetch", "status", "ms_min", "ms_median",
+                                    "num_warps", "num_stages", "status", "ms_min", "ms_median",
                                     "hbm_floor_ms", "floor_frac"])
         writer.writeheader()
-        for tile, pps, warps, stages, prefetch in grid:
-            geometry = dict(tile_elements=tile, programs_per_sm=pps, num_warps=warps, num_stages=stages,
-                            prefetch=prefetch)
+        for tile, pps, warps, stages in grid:
+            geometry = dict(tile_elements=tile, programs_per_sm=pps, num_warps=warps, num_stages=stages)
             row = {"date": datetime.date.today().isoformat(), "git_commit": env.git_commit(),
                    "device": torch.cuda.get_device_name(), "N": N, "d": d, **geometry,
                    "hbm_floor_ms": f"{floor_ms:.4f}"}
@@ -92,9 +94,16 @@ def main(argv=None):
         sampler.stop()
         import jax  # noqa: F401  (the harness worker imports it for the gmmx arm)
         print(N, "after import jax", event_ms(lambda: column_moments(X)), flush=True)
+        print(N, "after the GPU idled 50 ms", event_ms(lambda: column_moments(X), pause_s=0.05), flush=True)
+        print(N, "column_sums alone", event_ms(lambda: column_sums(X)), flush=True)
+        host = X.cpu().numpy()
+        for _ in range(3):
+            gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(host)
+            print(N, "estimator fit_profile_ (host array)", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
+                                                              if isinstance(v, float)}, flush=True)
         for _ in range(3):
             gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(X)
-            print(N, "estimator fit_profile_", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
+            print(N, "estimator fit_profile_ (device tensor)", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
                                                  if isinstance(v, float)}, flush=True)
         del X
         torch.cuda.empty_cache()
