@@ -44,6 +44,11 @@ def shape_arm_grid(rows: list[dict]) -> tuple[list[str], list[str], dict]:
     return shapes, arms, {(r["shape"], r["arm"]): r for r in rows}
 
 
+def run_text(row: dict) -> str:
+    """The run a row comes from: its record's date and commit."""
+    return " ".join(x for x in ((row.get("timestamp") or "")[:10], row.get("git_commit") or "") if x) or "—"
+
+
 def speedup_text(ratio: float) -> str:
     """ratio = arm time / Turbo-GMM time."""
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"

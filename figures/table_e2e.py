@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from figures import csv_to_figure_cli
-from figures.table1 import shape_label, sorted_rows, speedup_text
+from figures.table1 import run_text, shape_label, sorted_rows, speedup_text
 from harness.results import read_csv
 
 PHASES = [("transfer_s", "transfer"), ("validation_s", "validation"), ("init_s", "init"), ("em_s", "EM"),
@@ -90,8 +90,7 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
         versus = versus_text(r, rows)
         ll, ari, rel = number(r, "ll_per_point"), number(r, "ari"), number(r, "rel_ll_diff")
         ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
-        run = " ".join(x for x in ((r.get("timestamp") or "")[:10], r.get("git_commit", "")) if x) or "—"
-        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run, wall_text(r, "e2e_wall_s_host"),
+        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run_text(r), wall_text(r, "e2e_wall_s_host"),
                     wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
                     r["iterations"] or "—", ll_text(ll, rel, r.get("reference_arm") == r["arm"]),
                     f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])

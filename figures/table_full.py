@@ -4,7 +4,7 @@
 
 One row per (shape, arm): ms/iter (``ms_per_iter_min``), the speed against the shape's fastest valid
 fit (for that fit: its lead over the runner-up, the second-fastest valid fit), Turbo-GMM's fraction of
-its roofline, peak memory and the gate. Only valid fits are ranked.
+its roofline, peak memory, the gate and the run (date and commit). Only valid fits are ranked.
 
 The roofline of one full-covariance EM iteration of the ``products`` dataflow (kernels/full/tiles.py),
 counted as tensor-core FLOPs (a multiply-add = 2):
@@ -27,14 +27,14 @@ import math
 from pathlib import Path
 
 from figures import csv_to_figure_cli
-from figures.table1 import arm_label, ms_per_iter, shape_label, sorted_rows
+from figures.table1 import arm_label, ms_per_iter, run_text, shape_label, sorted_rows
 from figures.table_e2e import number
 
 # H200 SXM peaks (NVIDIA's data sheet, dense): the roofline's ceilings, by the row's precision.
 PEAK_FLOPS = {"tf32x3": 396e12 / 3, "ieee": 67e12, "fp64": 56.5e12}
 HBM_BYTES_PER_S = 4.3e12
 PAIR_BLOCK = 8  # kernels.full.parameters.PAIR_BLOCK: features per block of the second-moment pairs
-HEADER = ["Shape", "Arm", "ms/iter", "vs fastest valid", "Roofline (Turbo-GMM)", "Mem (MB)", "Gate"]
+HEADER = ["Shape", "Arm", "ms/iter", "vs fastest valid", "Roofline (Turbo-GMM)", "Mem (MB)", "Gate", "Run"]
 
 
 def products_flops(N: int, K: int, d: int) -> float:
@@ -93,7 +93,8 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
         mem = number(r, "peak_mb")
         out.append([shape_label(r) if r["shape"] != last else "", arm_label(r),
                     f"{ms:.2f}" if ms is not None else r["status"], speed_text(r, ranks.get(r["shape"], [])),
-                    roofline_text(r), f"{mem:.0f}" if mem is not None else "—", r["gate"] or r["status"]])
+                    roofline_text(r), f"{mem:.0f}" if mem is not None else "—", r["gate"] or r["status"],
+                    run_text(r)])
         last = r["shape"]
     return out
 
@@ -105,7 +106,9 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
     lines += ["", "Full covariances, 10 EM iterations from the shared init; only fits the float64 gate accepts are "
-              "ranked. Roofline: products-dataflow FLOPs or HBM bytes of X at H200 peaks (figures/table_full.py)."]
+              "ranked. Roofline: products-dataflow FLOPs or HBM bytes of X at H200 peaks (figures/table_full.py). "
+              "Run: the date and commit of each row; where a shape's rows come from several runs, their ratios "
+              "span those runs."]
     out_dir = Path(out_dir or Path(csv_path).parent)
     md = out_dir / f"{Path(csv_path).stem}.md"
     md.write_text("\n".join(lines) + "\n")

@@ -6,8 +6,8 @@ from figures import fig_full, render_all, table_full
 from figures.tests.conftest import record, write_experiment
 
 
-def _full(arm, shape, N, K, d, ms, **kw):
-    rec = record("full", arm, shape, N, K, d, ms, **kw)
+def _full(arm, shape, N, K, d, ms, git_commit="", timestamp="", **kw):
+    rec = {**record("full", arm, shape, N, K, d, ms, **kw), "git_commit": git_commit, "timestamp": timestamp}
     rec["covariance_type"] = "full"
     if arm == "turbo_gmm":
         rec["precision"] = "tf32x3"
@@ -16,7 +16,8 @@ def _full(arm, shape, N, K, d, ms, **kw):
 
 @pytest.fixture
 def full_csv(tmp_path):
-    recs = [_full("turbo_gmm", "1M_32_32", 1_000_000, 32, 32, 20.0, algorithm="one_pass"),
+    recs = [_full("turbo_gmm", "1M_32_32", 1_000_000, 32, 32, 20.0, algorithm="one_pass", git_commit="bbbbbbb",
+                  timestamp="2026-12-02T10:00:00+0000"),
             _full("pytorch", "1M_32_32", 1_000_000, 32, 32, 50.0),
             _full("sklearn", "1M_32_32", 1_000_000, 32, 32, 80.0),
             _full("turbo_gmm", "20M_32_16", 20_000_000, 32, 16, 30.0, gate="rejected (non-finite LL)",
@@ -63,6 +64,7 @@ def test_table_ranks_valid_fits_and_gives_the_fastest_its_lead_over_the_runner_u
     frac = table_full.roofline_ms({"N": 1_000_000, "K": 32, "d": 32, "precision": "tf32x3"})[0] / 20.0
     assert turbo[4] == f"{frac:.0%} of tf32x3 compute ({frac * 20:.3g} ms)"
     assert rows[("1M/32/32", "scikit-learn")][3] == "4.00x slower" and rows[("1M/32/32", "PyTorch")][4] == "—"
+    assert turbo[7] == "2026-12-02 bbbbbbb"  # the run each row comes from
     # 20M: ours rejected (not ranked, no roofline), scikit-learn out of memory: PyTorch is the one valid fit
     assert rows[("20M/32/16", "Turbo-GMM")][3:5] == ["—", "—"]
     assert rows[("20M/32/16", "Turbo-GMM")][6] == "rejected (non-finite LL)"
