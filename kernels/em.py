@@ -84,14 +84,16 @@ def column_moments(X: torch.Tensor):
 
     One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares, the columns'
     extremes and the non-finite count in one launch) and one host sync, to raise a ValueError that
-    counts the rows holding NaN or infinity. The extremes are kept for the float32 lift's bound
-    (:func:`kernels.precision.column_extremes`), which then reads X no more."""
+    counts the rows holding NaN or infinity: the sync comes last, after every launch, so the GPU runs them
+    back to back instead of waiting on the host for those after it. The extremes are kept for the float32
+    lift's bound (:func:`kernels.precision.column_extremes`), which then reads X no more."""
     s1, s2, n_bad, extremes = column_sums(X)
+    mean = s1 / X.shape[0]
+    std = (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
     if int(n_bad):
         raise ValueError(non_finite_message(X))
     keep_column_extremes(X, extremes)
-    mean = s1 / X.shape[0]
-    return mean, (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
+    return mean, std
 
 
 def check_parameter_shapes(X, weights, means, variances) -> None:

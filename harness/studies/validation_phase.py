@@ -4,7 +4,8 @@
 In one process on the same data: ``kernels.em.column_moments`` timed with CUDA events (min and median of
 20) bare, while the harness's ``NvmlSampler`` polls, after ``import jax`` and after the GPU idled 50 ms (as
 it does while the host prepares a fit), and ``column_sums`` alone; then three estimator fits from a host
-array and three from the device tensor with their ``fit_profile_`` in milliseconds.
+array and three from the device tensor with their ``fit_profile_`` in milliseconds; torch's ``X.sum(0)`` (one
+read of X, float32) for the bandwidth a reduction reaches.
 
     python -m harness.studies.validation_phase [--sizes 1M,20M] > validation_phase.log
 
@@ -96,6 +97,7 @@ def main(argv=None):
         print(N, "after import jax", event_ms(lambda: column_moments(X)), flush=True)
         print(N, "after the GPU idled 50 ms", event_ms(lambda: column_moments(X), pause_s=0.05), flush=True)
         print(N, "column_sums alone", event_ms(lambda: column_sums(X)), flush=True)
+        print(N, "torch X.sum(0), one read of X", event_ms(lambda: X.sum(0)), flush=True)
         host = X.cpu().numpy()
         for _ in range(3):
             gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(host)
