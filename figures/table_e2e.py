@@ -41,10 +41,11 @@ def wall_text(row: dict, column: str) -> str:
 
 
 def split_text(row: dict) -> str:
-    """The measured phases of the host fit, in order; "not split" for the rest (empty when none)."""
+    """The measured phases of the host fit, in order, to 3 significant digits (a 2 ms phase reads 0.00200, not
+    0.002); "not split" for the rest (empty when none)."""
     if row["status"] != "ok":
         return "—"
-    parts = [f"{name} {number(row, col):.3f}" for col, name in PHASES
+    parts = [f"{name} {number(row, col):#.3g}" for col, name in PHASES
              if number(row, col) is not None and (col != "unsplit_s" or number(row, col) >= 5e-4)]
     return ", ".join(parts) or "—"
 
