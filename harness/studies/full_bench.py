@@ -1,6 +1,7 @@
 """Full and tied covariance on the fused path: both dataflows x both algorithms, tied, and diag for reference.
 
     python -m harness.studies.full_bench --out DIR [--shapes 1M_32_32,4M_16_64] [--budget-s 240]
+        [--config resident_weights=0 ... --configs-only]   # an A/B of FullConfig fields at the rule's choice
 
 Per shape (N_K_d): the seeded centered data of kernels.datasets and its shared init (variances -> diagonal
 precision Cholesky factors), then for every variant the ms per iteration of a 10-iteration fit (min of 3
