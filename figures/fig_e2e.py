@@ -5,8 +5,9 @@
 From the CSV only. Left: one bar per arm per shape, the host-array wall time (log scale); a dot
 on the bar marks the device-tensor wall time where the arm took one; a cell that ran past its limit
 is a hatched bar up to the limit (its true time is longer); other failures are an x at the axis
-floor; an arm run more than once at a shape shows its newest run. Right: Turbo-GMM's host-array fit split into its phases (the estimator's ``fit_profile_``),
-stacked, per shape. Writes fig_e2e.png/.pdf beside the CSV (``<stem>_fig.*`` for another CSV).
+floor; an arm run more than once at a shape shows its newest run. Right: Turbo-GMM's host-array fit
+split into its phases (the estimator's ``fit_profile_``), stacked, per shape. Writes fig_e2e.png/.pdf beside
+the CSV (``<stem>_fig.*`` for another CSV).
 """
 from __future__ import annotations
 

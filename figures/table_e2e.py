@@ -91,7 +91,8 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
         versus = versus_text(r, rows)
         ll, ari, rel = number(r, "ll_per_point"), number(r, "ari"), number(r, "rel_ll_diff")
         ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
-        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run_text(r), wall_text(r, "e2e_wall_s_host"),
+        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run_text(r),
+                    wall_text(r, "e2e_wall_s_host"),
                     wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
                     r["iterations"] or "—", ll_text(ll, rel, r.get("reference_arm") == r["arm"]),
                     f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])

@@ -98,15 +98,11 @@ def main(argv=None):
         print(N, "after the GPU idled 50 ms", event_ms(lambda: column_moments(X), pause_s=0.05), flush=True)
         print(N, "column_sums alone", event_ms(lambda: column_sums(X)), flush=True)
         print(N, "torch X.sum(0), one read of X", event_ms(lambda: X.sum(0)), flush=True)
-        host = X.cpu().numpy()
-        for _ in range(3):
-            gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(host)
-            print(N, "estimator fit_profile_ (host array)", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
-                                                              if isinstance(v, float)}, flush=True)
-        for _ in range(3):
-            gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(X)
-            print(N, "estimator fit_profile_ (device tensor)", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
-                                                 if isinstance(v, float)}, flush=True)
+        for source, data in (("host array", X.cpu().numpy()), ("device tensor", X)):
+            for _ in range(3):
+                gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(data)
+                print(N, f"estimator fit_profile_ ({source})", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
+                                                                if isinstance(v, float)}, flush=True)
         del X
         torch.cuda.empty_cache()
 
