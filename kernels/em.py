@@ -82,15 +82,15 @@ def check_data(X: torch.Tensor, precision: str = "tf32x3") -> None:
 def column_moments(X: torch.Tensor):
     """(mean, std) per column in float64, on X's device, after checking every entry is finite.
 
-    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares, the columns'
-    extremes and the non-finite count in one launch) and one host sync, to raise a ValueError that
-    counts the rows holding NaN or infinity: the sync comes last, after every launch, so the GPU runs them
+    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares and the columns'
+    extremes in one launch) and one host sync, to raise a ValueError that counts the rows holding NaN or
+    infinity: the sync comes last, after every launch, so the GPU runs them
     back to back instead of waiting on the host for those after it. The extremes are kept for the float32
     lift's bound (:func:`kernels.precision.column_extremes`), which then reads X no more."""
-    s1, s2, n_bad, extremes = column_sums(X)
+    s1, s2, non_finite, extremes = column_sums(X)
     mean = s1 / X.shape[0]
     std = (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
-    if int(n_bad):
+    if bool(non_finite):
         raise ValueError(non_finite_message(X))
     keep_column_extremes(X, extremes)
     return mean, std

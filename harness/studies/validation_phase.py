@@ -10,8 +10,11 @@ read of X, float32) for the bandwidth a reduction reaches.
     python -m harness.studies.validation_phase [--sizes 1M,20M] > validation_phase.log
 
 ``--tiles OUT.csv``: instead, the validation kernel's launch geometry at 20M x 32 (``kernels.column_sums``: tile
-elements, programs per SM, warps, stages), each timed alone with CUDA events (min and median of 20)
-beside the HBM floor (4 N d bytes at 4.3 TB/s), one row each to OUT.csv.
+elements, loads a step, programs per SM, warps), each timed alone with CUDA events (min and median of 20)
+beside the HBM floor (4 N d bytes at 4.3 TB/s) and torch's ``X.sum(0)`` in the same run, one row each to OUT.csv.
+
+``--trace OUT.json``: also a torch.profiler trace (host ops and CUDA kernels) of one estimator fit from the
+device tensor at the first size, to see where the validation phase's time goes beyond its kernel.
 """
 from __future__ import annotations
 
@@ -54,17 +57,18 @@ def tile_sweep(out: Path, N: int = 20_000_000, d: int = 32) -> None:
     """Every launch geometry of the grid below at (N, d), a CSV row each (a compile failure is a row too)."""
     X = make_dataset(N, 32, d, 0, "cuda").X
     floor_ms = 1e3 * 4 * N * d / HBM_BYTES_PER_S
-    grid = itertools.product((2048, 4096, 8192), (1, 2, 4), (4, 8), (1, 3))
+    grid = itertools.product((1024, 2048, 4096), (1, 2, 4, 8), (1, 2, 4, 8), (4, 8))
+    torch_ms = event_ms(lambda: X.sum(0))
     with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, ["date", "git_commit", "device", "N", "d", "tile_elements", "programs_per_sm",
-                                    "num_warps", "num_stages", "status", "ms_min", "ms_median",
-                                    "hbm_floor_ms", "floor_frac"])
+        writer = csv.DictWriter(f, ["date", "git_commit", "device", "N", "d", "tile_elements", "loads",
+                                    "programs_per_sm", "num_warps", "status", "ms_min", "ms_median",
+                                    "hbm_floor_ms", "floor_frac", "torch_sum_ms_min"])
         writer.writeheader()
-        for tile, pps, warps, stages in grid:
-            geometry = dict(tile_elements=tile, programs_per_sm=pps, num_warps=warps, num_stages=stages)
+        for tile, loads, pps, warps in grid:
+            geometry = dict(tile_elements=tile, loads=loads, programs_per_sm=pps, num_warps=warps)
             row = {"date": datetime.date.today().isoformat(), "git_commit": env.git_commit(),
                    "device": torch.cuda.get_device_name(), "N": N, "d": d, **geometry,
-                   "hbm_floor_ms": f"{floor_ms:.4f}"}
+                   "hbm_floor_ms": f"{floor_ms:.4f}", "torch_sum_ms_min": f"{torch_ms[0]:.4f}"}
             try:
                 column_sums(X, **geometry)
                 lo, med = event_ms(lambda: column_sums(X, **geometry))
@@ -80,6 +84,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1M,20M")
     p.add_argument("--tiles", type=Path, default=None)
+    p.add_argument("--trace", type=Path, default=None)
     a = p.parse_args(argv)
     if a.tiles:
         tile_sweep(a.tiles)
@@ -103,6 +108,13 @@ def main(argv=None):
                 gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(data)
                 print(N, f"estimator fit_profile_ ({source})", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
                                                                 if isinstance(v, float)}, flush=True)
+        if a.trace and size == a.sizes.split(",")[0]:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                gm = GaussianMixture(32, covariance_type="diag", random_state=0, precision="tf32x3").fit(X)
+            prof.export_chrome_trace(str(a.trace))
+            print(N, "traced fit_profile_", {k: round(v * 1e3, 3) for k, v in gm.fit_profile_.items()
+                                             if isinstance(v, float)}, flush=True)
         del X
         torch.cuda.empty_cache()
 
