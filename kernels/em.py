@@ -83,17 +83,14 @@ def column_moments(X: torch.Tensor):
     """(mean, std) per column in float64, on X's device, after checking every entry is finite.
 
     One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares and the columns'
-    extremes in one launch) and one host sync, to raise a ValueError that counts the rows holding NaN or
-    infinity: the sync comes last, after every launch, so the GPU runs them
-    back to back instead of waiting on the host for those after it. The extremes are kept for the float32
-    lift's bound (:func:`kernels.precision.column_extremes`), which then reads X no more."""
-    s1, s2, non_finite, extremes = column_sums(X)
-    mean = s1 / X.shape[0]
-    std = (s2 / X.shape[0] - mean * mean).clamp_min(0.0).sqrt()
-    if bool(non_finite):
+    extremes, then the mean and spread, in two launches) and one host sync, to raise a ValueError that
+    counts the rows holding NaN or infinity. The extremes are kept for the float32 lift's bound
+    (:func:`kernels.precision.column_extremes`), which then reads X no more."""
+    sums = column_sums(X)
+    if not sums.finite():
         raise ValueError(non_finite_message(X))
-    keep_column_extremes(X, extremes)
-    return mean, std
+    keep_column_extremes(X, (sums.low, sums.high))
+    return sums.mean, sums.std
 
 
 def check_parameter_shapes(X, weights, means, variances) -> None:

@@ -21,13 +21,16 @@ def test_sums_squares_and_extremes_are_those_of_float64_numpy(N, d, dtype, geome
     rng = np.random.default_rng(N + d)
     X = (rng.normal(0.0, 1.0, (N, d)) * rng.uniform(0.1, 1e3, d) + rng.uniform(-1e4, 1e4, d)).astype(
         torch.empty(0, dtype=dtype).numpy().dtype)
-    s1, s2, non_finite, (low, high) = column_sums(torch.as_tensor(X, device=DEVICE), **geometry)
+    sums = column_sums(torch.as_tensor(X, device=DEVICE), **geometry)
     X64 = X.astype(np.float64)
-    np.testing.assert_allclose(s1.cpu().numpy(), X64.sum(0), rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(s2.cpu().numpy(), (X64 * X64).sum(0), rtol=1e-12)
-    np.testing.assert_array_equal(low.cpu().numpy(), X64.min(0))  # exact: each is one of X's entries
-    np.testing.assert_array_equal(high.cpu().numpy(), X64.max(0))
-    assert not bool(non_finite)
+    np.testing.assert_allclose(sums.total.cpu().numpy(), X64.sum(0), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(sums.squares.cpu().numpy(), (X64 * X64).sum(0), rtol=1e-12)
+    np.testing.assert_array_equal(sums.low.cpu().numpy(), X64.min(0))  # exact: each is one of X's entries
+    np.testing.assert_array_equal(sums.high.cpu().numpy(), X64.max(0))
+    np.testing.assert_allclose(sums.mean.cpu().numpy(), X64.mean(0), rtol=1e-12, atol=1e-12)
+    # E[x^2] - mean^2 in float64 loses (mean / std)^2 * 1e-16 (up to 1e10 * 1e-16 here): rtol 1e-5
+    np.testing.assert_allclose(sums.std.cpu().numpy(), X64.std(0), rtol=1e-5)
+    assert sums.finite()
 
 
 @pytest.mark.parametrize("row, col, value", [(0, 0, float("nan")), (39, 5, float("inf")), (21, 3, -float("inf"))])
@@ -35,9 +38,9 @@ def test_one_non_finite_entry_anywhere_is_flagged(row, col, value):
     """One entry in the first row, the last program's tail (row 39: steps of three rows) or mid-step: the flag, and
     only then."""
     X = torch.arange(40 * 6, dtype=torch.float32).reshape(40, 6) - 100.0
-    assert not bool(column_sums(X.to(DEVICE), tile_elements=8, loads=3)[2])
+    assert column_sums(X.to(DEVICE), tile_elements=8, loads=3).finite()
     X[row, col] = value
-    assert bool(column_sums(X.to(DEVICE), tile_elements=8, loads=3)[2])
+    assert not column_sums(X.to(DEVICE), tile_elements=8, loads=3).finite()
 
 
 def test_non_finite_entries_are_named_by_row():
@@ -65,9 +68,9 @@ def test_column_moments_leave_the_extremes_for_the_lift_bound():
     rng = np.random.default_rng(0)
     X = torch.as_tensor(rng.normal(3.0, 2.0, (2000, 9)).astype(np.float32), device=DEVICE)
     mean, _ = column_moments(X)
-    low, high = column_sums(X)[3]
+    sums = column_sums(X)
     kept = column_extremes(X)
-    assert torch.equal(kept[0].double(), low) and torch.equal(kept[1].double(), high)
+    assert torch.equal(kept[0].double(), sums.low) and torch.equal(kept[1].double(), sums.high)
     assert column_extremes(X) is kept
     X64 = X.double().cpu().numpy()
     np.testing.assert_allclose(data_radius(X, mean).cpu().numpy(), np.abs(X64 - X64.mean(0)).max(0), rtol=1e-12)
