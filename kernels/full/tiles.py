@@ -191,11 +191,13 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
         # tensor cores instead of after them (long-scoreboard stalls: kernels/README, "What the counters say")
         n_ptr = slab + kl
         s_ptr = slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :]
+        n_old = tl.load(n_ptr)
+        s_old = tl.load(s_ptr)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
                           PRECISION)
-        tl.store(n_ptr, tl.load(n_ptr) + tl.sum(g, 0))
-        tl.store(s_ptr, tl.load(s_ptr) + part)
+        tl.store(n_ptr, n_old + tl.sum(g, 0))
+        tl.store(s_ptr, s_old + part)
         for p in range(0, n_pairs):
             block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
             old = tl.load(block_ptr)
