@@ -187,25 +187,26 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
         shifted_moments(slab + kofs * ROWS, ROWS, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N,
                         BLOCK_K, F, PRECISION)
     else:
-        # Each slab block is loaded before the product that adds to it, so that its trip to L2 runs under the
-        # tensor cores instead of after them (long-scoreboard stalls: kernels/README, "What the counters say")
-        n_ptr = slab + kl
-        s_ptr = slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :]
-        n_old = tl.load(n_ptr)
-        s_old = tl.load(s_ptr)
         g_hi, g_lo = tf32x3.split(g, PRECISION)
         part = tf32x3.dot(tl.trans(x_hi), tl.trans(x_lo), g_hi, g_lo, tl.zeros([D_PAD, BLOCK_K], tl.float32),
                           PRECISION)
-        tl.store(n_ptr, n_old + tl.sum(g, 0))
-        tl.store(s_ptr, s_old + part)
+        add_first_moments(slab, KW, kl, tl.sum(g, 0), part, D_PAD)
         for p in range(0, n_pairs):
-            block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
-            old = tl.load(block_ptr)
             phi = pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N, F)
             phi_hi, phi_lo = tf32x3.split(phi, PRECISION)
             block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
                                PRECISION)
-            tl.store(block_ptr, old + block)
+            block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
+            tl.store(block_ptr, tl.load(block_ptr) + block)
+
+
+@triton.jit
+def add_first_moments(slab, KW, kl, n, s, D_PAD: tl.constexpr):
+    """slab[0, kl] += n and slab[1 : 1 + D_PAD, kl] += s (s: D_PAD x len(kl)), in the center moments' layout."""
+    ptr = slab + kl
+    tl.store(ptr, tl.load(ptr) + n)
+    ptr = slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :]
+    tl.store(ptr, tl.load(ptr) + s)
 
 
 @triton.jit
