@@ -8,7 +8,8 @@ Done with torch ops in row chunks that cost as much as ten EM iterations at
 chunk). Here one persistent launch reads each float32 entry once, accumulates
 it and its square in float64 registers and keeps its columns' minimum and maximum
 in X's dtype; each program writes its own partial sums and extremes (no atomics:
-the sums do not depend on scheduling), and torch adds the few hundred partials.
+the sums do not depend on scheduling), and a second launch adds the few hundred
+partials (as torch operations, their host dispatch cost more than the read of X).
 Finiteness costs nothing per entry: a NaN or an infinity makes its column's sum of
 squares non-finite. Nothing here synchronizes with the host: the caller reads one flag.
 
