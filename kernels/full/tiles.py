@@ -196,17 +196,22 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
             phi_hi, phi_lo = tf32x3.split(phi, PRECISION)
             block = tf32x3.dot(tl.trans(phi_hi), tl.trans(phi_lo), g_hi, g_lo, tl.zeros([F * F, BLOCK_K], tl.float32),
                                PRECISION)
-            block_ptr = slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :]
-            tl.store(block_ptr, tl.load(block_ptr) + block)
+            add_to_slab(slab + (1 + D_PAD + p * F * F + ff)[:, None] * KW + kl[None, :], block)
+
+
+@triton.jit
+def add_to_slab(ptr, value):
+    """*ptr += value in a program's own slab slot: a relaxed atomic, i.e. a fire-and-forget reduction in L2 (REDG),
+    where a load and a store made every row tile wait on the slot's round trip to L2 (the slab does not stay in L1
+    beside the resident weights). One program touches a slot, so the sums are the row tiles' in order."""
+    tl.atomic_add(ptr, value.to(ptr.dtype.element_ty), sem="relaxed")
 
 
 @triton.jit
 def add_first_moments(slab, KW, kl, n, s, D_PAD: tl.constexpr):
     """slab[0, kl] += n and slab[1 : 1 + D_PAD, kl] += s (s: D_PAD x len(kl)), in the center moments' layout."""
-    ptr = slab + kl
-    tl.store(ptr, tl.load(ptr) + n)
-    ptr = slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :]
-    tl.store(ptr, tl.load(ptr) + s)
+    add_to_slab(slab + kl, n)
+    add_to_slab(slab + (1 + tl.arange(0, D_PAD))[:, None] * KW + kl[None, :], s)
 
 
 @triton.jit
