@@ -214,7 +214,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
                 DATAFLOW=dataflow, PRECISION=precision, WEIGHTED=False, SENTINEL_VALUE=SENTINEL,
                 SHIFTED=moments == "component",
-                RESIDENT=bool(cfg.resident_weights))
+                RESIDENT=bool(cfg.resident_weights), PREFETCH=True)  # as launched on a GPU
     rows = []
     for name, fn in _full_kernels(algorithm).items():
         constexprs = {k: v for k, v in meta.items() if k in fn.arg_names}  # as each launch passes them

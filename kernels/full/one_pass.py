@@ -1,9 +1,9 @@
 """Full covariance, Algorithm 2: X read once, the score computed once.
 
 A persistent launch; each program strides over row tiles and keeps the whole component axis:
-per tile it loads and splits x - c once, scores every component tile (either dataflow of
-kernels/full/tiles.py), completes the row normalizer (m, lambda) with the online merge, forms
-Gamma = exp(S - L) times the sample weight, and adds the tile's statistics into its own slot of
+per tile it asks L2 for its next tile's rows of X (tiles.prefetch_rows), loads and splits x - c
+once, scores every component tile (either dataflow of kernels/full/tiles.py), completes the row
+normalizer (m, lambda) with the online merge, forms Gamma = exp(S - L) times the sample weight, and adds the tile's statistics into its own slot of
 the statistics slab. With more than one component tile the score tiles wait in a per-program
 scratch (BLOCK_N x K_PAD float32, L1/L2 resident: no N x K matrix); with one, Gamma reuses the
 exponentials of the normalizer. The float64 statistics are the slots' sum (deterministic).
@@ -16,8 +16,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, resident_products_score, resident_weights,
-                               row_weights, score_tile)
+from kernels.full.tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
+                               resident_weights, row_weights, score_tile)
 from kernels.launch import program_count
 from kernels.lift import SENTINEL
 
@@ -32,7 +32,7 @@ def _full_one_pass_kernel(
     n_pairs, N, d, stride_x, n_tiles, num_programs, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
+    SENTINEL_VALUE: tl.constexpr, SHIFTED: tl.constexpr, RESIDENT: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     pid = tl.program_id(0)
     my_slab = slab + pid.to(tl.int64) * slab_rows * K_PAD
@@ -44,6 +44,7 @@ def _full_one_pass_kernel(
         his, los = resident_weights(Wa, wa_lo, 0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + rr
+        prefetch_rows(X, rows + num_programs * BLOCK_N, N, stride_x, D_PAD, BLOCK_N, PREFETCH)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         wr = row_weights(w, rows, N, WEIGHTED)
         if BLOCK_K == K_PAD:
@@ -79,7 +80,7 @@ def _full_one_pass_kernel(
                 accumulate_statistics(my_slab, K_PAD, slab_rows, k0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD,
                                       rows, pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F,
                                       PRECISION, SHIFTED)
-        tl.debug_barrier()  # this tile's slab and scratch writes, before the next tile's reads
+            tl.debug_barrier()  # this tile's scratch reads, before the next tile's writes (the slab's sums are atomics)
     tl.store(ll_part + pid, tl.sum(ll_acc, 0))
 
 
@@ -110,6 +111,6 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
         pairs[0].shape[0], N, d, X.stride(0), n_tiles, P, rows,
         K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols, DATAFLOW=dataflow,
         PRECISION=precision, WEIGHTED=sample_weight is not None, SENTINEL_VALUE=SENTINEL, SHIFTED=shift is not None,
-        RESIDENT=bool(cfg.resident_weights), num_warps=cfg.num_warps,
+        RESIDENT=bool(cfg.resident_weights), PREFETCH=not triton.knobs.runtime.interpret, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)
     return slab_table(slab.sum(0, dtype=torch.float64)[None], shift is not None), ll_part.sum()

@@ -12,7 +12,9 @@ The statistics of a responsibility tile g (rows x BLOCK_K, weights and row mask 
 same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper block triangle of
 sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
 (rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
-component do not fit in registers, and a slot read and written by one program needs no atomics.
+component do not fit in registers. Each sum is a relaxed atomic add (fire-and-forget REDG.ADD.F32x4 in L2), not
+a load and a store: one program owns a slot, so its order is the row tiles', and no row tile waits on the slot's
+round trip to L2 (20M_32_16 13.5 -> 11.4 ms/iter on the H200, kernel_measure/full_bench_slab_red_*.csv).
 Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
 (the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
 m_k instead (its incoming mean), one tensor-core product per component.
@@ -32,6 +34,20 @@ def centered_tile(X, center, rows, cols, N, d, stride_x):
     x = tl.load(X + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=ok, other=0.0)
     c = tl.load(center + cols, mask=cols < d, other=0.0)
     return tl.where(ok, x - c[None, :], 0.0)
+
+
+@triton.jit
+def prefetch_rows(X, rows, N, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):
+    """Ask L2 for the rows' lines of X (prefetch.global.L2, no registers held): issued a row tile ahead, the tile's
+    loads hit L2 instead of waiting on HBM. Rows past N are clamped to the last row. A no-op unless PREFETCH (off
+    in the interpreter, which has no inline PTX; it moves no value, only where X's lines wait)."""
+    if PREFETCH:
+        LINES: tl.constexpr = (D_PAD * 4 + 127) // 128  # 128-byte lines a row spans (at most; rows need not align)
+        line = tl.arange(0, LINES) * 32
+        r = tl.minimum(rows, N - 1).to(tl.int64)
+        ptrs = X + r[:, None] * stride_x + line[None, :]
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 @triton.jit
@@ -182,8 +198,7 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
     kl = kofs + tl.arange(0, BLOCK_K)
     ff = tl.arange(0, F * F)
     if SHIFTED:
-        ptr = slab + kl * ROWS
-        tl.store(ptr, tl.load(ptr) + tl.sum(g, 0))
+        add_to_slab(slab + kl * ROWS, tl.sum(g, 0))
         shifted_moments(slab + kofs * ROWS, ROWS, g, X, center, shift, rows, N, d, stride_x, D_PAD, BLOCK_N,
                         BLOCK_K, F, PRECISION)
     else:
@@ -200,11 +215,11 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
 
 
 @triton.jit
-def add_to_slab(ptr, value):
+def add_to_slab(ptr, value, mask=None):
     """*ptr += value in a program's own slab slot: a relaxed atomic, i.e. a fire-and-forget reduction in L2 (REDG),
     where a load and a store made every row tile wait on the slot's round trip to L2 (the slab does not stay in L1
     beside the resident weights). One program touches a slot, so the sums are the row tiles' in order."""
-    tl.atomic_add(ptr, value.to(ptr.dtype.element_ty), sem="relaxed")
+    tl.atomic_add(ptr, value.to(ptr.dtype.element_ty), mask=mask, sem="relaxed")
 
 
 @triton.jit
@@ -245,10 +260,8 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
         gj = tl.sum(tl.where(kj[None, :] == j, g, 0.0), 1)  # column j of g: (BLOCK_N,), 0 past N
         y = x - tl.load(shift + j * D_PAD + dd)[None, :]
         gy = y * gj[:, None]
-        ptr = slab + j * ROWS + 1 + dd
-        tl.store(ptr, tl.load(ptr) + tl.sum(gy, 0))
+        add_to_slab(slab + j * ROWS + 1 + dd, tl.sum(gy, 0))
         a_hi, a_lo = tf32x3.split(tl.trans(gy), PRECISION)
         b_hi, b_lo = tf32x3.split(y, PRECISION)
         m2 = tf32x3.dot(a_hi, a_lo, b_hi, b_lo, tl.zeros([D_PAD, D_PAD], tl.float32), PRECISION)
-        ptr = slab + j * ROWS + m2_rows
-        tl.store(ptr, tl.load(ptr, mask=upper, other=0.0) + m2, mask=upper)
+        add_to_slab(slab + j * ROWS + m2_rows, m2, upper)

@@ -16,8 +16,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, resident_products_score, resident_weights,
-                               row_weights, score_tile)
+from kernels.full.tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
+                                resident_weights, row_weights, score_tile)
 from kernels.launch import program_count, statistics_grid
 from kernels.lift import SENTINEL
 
@@ -54,7 +54,7 @@ def _full_statistics_kernel(
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
-    SHIFTED: tl.constexpr, RESIDENT: tl.constexpr,
+    SHIFTED: tl.constexpr, RESIDENT: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     k_tile = tl.program_id(0)
     split = tl.program_id(1)
@@ -64,6 +64,7 @@ def _full_statistics_kernel(
         his, los = resident_weights(Wa, wa_lo, k0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        prefetch_rows(X, rows + n_splits * BLOCK_N, N, stride_x, D_PAD, BLOCK_N, PREFETCH)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         if RESIDENT:
             s = resident_products_score(x_hi, x_lo, his, los, Wb, bias, k0, D_PAD, BLOCK_N, BLOCK_K, COLS,
@@ -75,7 +76,6 @@ def _full_statistics_kernel(
         g = tl.exp(s - Lr[:, None]) * row_weights(w, rows, N, WEIGHTED)[:, None]
         accumulate_statistics(my_slab, BLOCK_K, slab_rows, 0, g, x_hi, x_lo, X, center, shift + k0 * D_PAD, rows,
                               pair_i, pair_j, n_pairs, N, d, stride_x, D_PAD, BLOCK_N, BLOCK_K, F, PRECISION, SHIFTED)
-        tl.debug_barrier()  # this tile's slab writes, before the next tile's reads
 
 
 def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
@@ -103,5 +103,6 @@ def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     _full_statistics_kernel[(k_tiles, n_splits)](X, center, weights, *params, center if shift is None else shift,
                                                  pairs[0], pairs[1], L, slab, n_pairs, N, d, X.stride(0), n_tiles,
                                                  n_splits, rows, SHIFTED=shift is not None,
-                                                 RESIDENT=bool(cfg.resident_weights), **meta)
+                                                 RESIDENT=bool(cfg.resident_weights),
+                                                 PREFETCH=not triton.knobs.runtime.interpret, **meta)
     return slab_table(slab.sum(1, dtype=torch.float64), shift is not None), ll_part.sum()
