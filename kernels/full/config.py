@@ -80,13 +80,19 @@ def default_config(algorithm: str, K: int, d: int, dataflow: str = "products") -
     measured on the H200 at 093139c (results/h200/kernel_measure/full_bench_layouts_2026-12-02_093139c.csv, two
     runs): the one pass at 20M_32_16 16.4 -> 13.5 ms/iter, Algorithm 3 at 1M_256_16 8.9 -> 8.5; at d_pad 32 the
     one pass and Algorithm 3 would need 311 KB of shared memory (refused); num_stages 2, 8 warps and 3 programs per
-    SM were slower at every shape timed there."""
+    SM were slower at every shape timed there.
+
+    128 columns a product (COLS), but 64 in the one pass at d_pad 16: with the slab's sums as atomics, on the H200 at
+    c4a6ef5 (results/h200/kernel_measure/full_bench_slab_red_2026-12-02_c4a6ef5.csv, ms/iter, 64 -> 128) 1M_32_32
+    2.32 -> 2.08, 1M_256_16 7.86 -> 7.04, 4M_16_64 27.5 -> 25.8, 1M_128_32 12.4 -> 11.6, and 20M_32_16 11.05 -> 12.03
+    (the resident one pass spills 120 B at 128 in an offline sm_90 compile, none at 64)."""
     d_pad, K_pad = pow2_at_least_16(d), pow2_at_least_16(K)
     wide = dataflow == "products" and d_pad <= 32
+    cols = 64 if algorithm == "one_pass" and d_pad == 16 else 128
     if algorithm == "two_pass":
-        cfg = FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), programs_per_sm=8)
+        cfg = FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), cols=cols, programs_per_sm=8)
     else:
-        cfg = FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad))
+        cfg = FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad), cols=cols)
     return dataclasses.replace(cfg, resident_weights=resident_by_default(algorithm, K, d, dataflow, cfg.block_k))
 
 
