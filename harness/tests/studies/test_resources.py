@@ -98,7 +98,8 @@ def test_fp64_kernels_compile_to_float64_tensor_core_products(algorithm):
 @pytest.mark.parametrize("algorithm, K", [("one_pass", 32), ("two_pass", 128)])
 def test_full_covariance_kernels_compile_to_tensor_core_products(algorithm, K, moments):
     """--covariance full: kernels/full's kernels at their default config and at a --config one compile for sm_90
-    within 255 registers with their products on the tensor cores; a COLS that is no power of two is an error
+    within 255 registers with their products on the tensor cores, the statistics' slab sums as reductions (REDG) and
+    the next row tile prefetched into L2 (CCTL.E.PF2); a COLS that is no power of two is an error
     row, not a crash."""
     names = ["full.one_pass"] if algorithm == "one_pass" else ["full.two_pass.normalizer", "full.two_pass.statistics"]
     rows = report_rows("--covariance", "full", "--K", str(K), "--d", "32", "--algorithm", algorithm, "--moments",
@@ -111,6 +112,10 @@ def test_full_covariance_kernels_compile_to_tensor_core_products(algorithm, K, m
         assert r["moments"] == moments and r["dataflow"] == "products", r
         assert 0 < r["registers"] <= 255 and r["shared_bytes"] > 0 and r["programs_per_sm"] >= 1, r
         assert r["sass_tensor_core_ops"] > 0, r
+        if r["kernel"] != "full.two_pass.normalizer":  # the statistics kernels: slab sums and the X prefetch
+            ops = r["sass_atomics_and_barriers"]
+            assert any(op.startswith("REDG.E.ADD.F32") for op in ops), ops  # fire-and-forget, no load of the slab
+            assert "CCTL.E.PF2" in ops, ops  # the next row tile's X asked of L2
     assert all("power of 2" in r["error"] for r in failed), failed
 
 
