@@ -3,10 +3,11 @@
 A persistent launch; each program strides over row tiles and keeps the whole component axis:
 per tile it asks L2 for its next tile's rows of X (tiles.prefetch_rows), loads and splits x - c
 once, scores every component tile (either dataflow of kernels/full/tiles.py), completes the row
-normalizer (m, lambda) with the online merge, forms Gamma = exp(S - L) times the sample weight, and adds the tile's statistics into its own slot of
-the statistics slab. With more than one component tile the score tiles wait in a per-program
-scratch (BLOCK_N x K_PAD float32, L1/L2 resident: no N x K matrix); with one, Gamma reuses the
-exponentials of the normalizer. The float64 statistics are the slots' sum (deterministic).
+normalizer (m, lambda) with the online merge, forms Gamma = exp(S - L) times the sample weight,
+and adds the tile's statistics into its own slot of the statistics slab. With more than one
+component tile the score tiles wait in a per-program scratch (BLOCK_N x K_PAD float32, L1/L2
+resident: no N x K matrix); with one, Gamma reuses the exponentials of the normalizer. The
+float64 statistics are the slots' sum (deterministic).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def _full_one_pass_kernel(
         his, los = resident_weights(Wa, wa_lo, 0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + rr
-        prefetch_rows(X, rows + num_programs * BLOCK_N, N, stride_x, D_PAD, BLOCK_N, PREFETCH)
+        prefetch_rows(X, rows + num_programs * BLOCK_N, N, stride_x, D_PAD, PREFETCH)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         wr = row_weights(w, rows, N, WEIGHTED)
         if BLOCK_K == K_PAD:

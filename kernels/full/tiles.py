@@ -37,7 +37,7 @@ def centered_tile(X, center, rows, cols, N, d, stride_x):
 
 
 @triton.jit
-def prefetch_rows(X, rows, N, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):
+def prefetch_rows(X, rows, N, stride_x, D_PAD: tl.constexpr, PREFETCH: tl.constexpr):
     """Ask L2 for the rows' lines of X (prefetch.global.L2, no registers held): issued a row tile ahead, the tile's
     loads hit L2 instead of waiting on HBM. Rows past N are clamped to the last row. A no-op unless PREFETCH (off
     in the interpreter, which has no inline PTX; it moves no value, only where X's lines wait)."""
@@ -218,7 +218,8 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
 def add_to_slab(ptr, value, mask=None):
     """*ptr += value in a program's own slab slot: a relaxed atomic, i.e. a fire-and-forget reduction in L2 (REDG),
     where a load and a store made every row tile wait on the slot's round trip to L2 (the slab does not stay in L1
-    beside the resident weights). One program touches a slot, so the sums are the row tiles' in order."""
+    beside the resident weights). One program touches a slot, so the sums are the row tiles' in order. Float32 adds
+    flush subnormals to zero (REDG ... .FTZ): a float32 slab counts a sum below 1.2e-38 as 0."""
     tl.atomic_add(ptr, value.to(ptr.dtype.element_ty), mask=mask, sem="relaxed")
 
 

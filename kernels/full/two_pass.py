@@ -64,7 +64,7 @@ def _full_statistics_kernel(
         his, los = resident_weights(Wa, wa_lo, k0, D_PAD, BLOCK_K, COLS, PRECISION)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        prefetch_rows(X, rows + n_splits * BLOCK_N, N, stride_x, D_PAD, BLOCK_N, PREFETCH)
+        prefetch_rows(X, rows + n_splits * BLOCK_N, N, stride_x, D_PAD, PREFETCH)
         x_hi, x_lo = tf32x3.split(centered_tile(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x), PRECISION)
         if RESIDENT:
             s = resident_products_score(x_hi, x_lo, his, los, Wb, bias, k0, D_PAD, BLOCK_N, BLOCK_K, COLS,
