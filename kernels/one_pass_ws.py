@@ -58,6 +58,7 @@ LAUNCH_REGISTERS = 168  # 12 warps x 32 threads x 168 <= 65536: one program per 
 SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4
+N_TILE_MAX_K_PAD = gl.constexpr(32)  # the widest K_pad whose n is summed as whole Gamma tiles (_consume)
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
 
 
@@ -99,20 +100,27 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         gh_smem = g_smem.index(2 * CONSUMER)  # this consumer's Gamma halves: the statistics' B operands
         gl_smem = g_smem.index(2 * CONSUMER + 1)
 
+    # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
+    # (Workspace.center is d_pad long), so they are 0 in both A operands
     cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)[None, :]  # zero past d (Workspace.center is d_pad long)
-    col_ok = (cols < d)[None, :]
+    c = gl.load(center + cols)[None, :]
     lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
     c_t = gl.load(center + lanes % D_PAD)[:, None]
-    lane_ok = ((lanes % D_PAD) < d)[:, None]
     squared = (lanes >= D_PAD)[:, None]
     comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
     zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
-    # n one component per thread (a tile's column sums arrive replicated over the warpgroup's rows, K_PAD / 4
-    # registers a thread: 32 at K_PAD = 128, which the running sums cannot spare)
+    # n: at K_PAD <= N_TILE_MAX_K_PAD Gamma tiles are summed elementwise in the score's layout and reduced over
+    # rows once, after the sweep: a tile's column sum crosses the warpgroup's four warps through shared memory
+    # (four warpgroup barriers a tile in the sm_90 SASS). Past K_PAD = 32 the tile's K_PAD / 2 registers a thread
+    # spill (sm_90 compile: 80 B of stack at K_PAD = 64 against 8): each tile's column sums go into one component
+    # per thread there.
+    N_TILE: gl.constexpr = K_PAD <= N_TILE_MAX_K_PAD
     per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     n_comps = gl.arange(0, K_PAD, layout=per_thread)
-    n_run = gl.zeros([K_PAD], gl.float32, per_thread)
+    if N_TILE:
+        n_run = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
+    else:
+        n_run = gl.zeros([K_PAD], gl.float32, per_thread)
     su_run = gl.zeros([LANES, K_PAD], gl.float32, mma)  # [s | u]^T
     ll_run = gl.zeros([BLOCK_N], gl.float64, gl.SliceLayout(1, mma))
 
@@ -125,7 +133,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         row_ok = rows < N
         mbarrier.wait(ready.index(stage), (j // stages) & 1)
         both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d (TMA's fill)
-        lin = gl.where(col_ok, both.slice(0, BLOCK_N).load(a_op) - c, 0.0)
+        lin = both.slice(0, BLOCK_N).load(a_op) - c
         sq = lin * lin
         lin_hi = tf32_high(lin)
         lin_lo = lin - lin_hi
@@ -152,7 +160,10 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         else:
             weight = gl.where(row_ok, 1.0, 0.0)
         g = p * (weight / lam)[:, None]
-        n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
+        if N_TILE:
+            n_run += g
+        else:
+            n_run += gl.convert_layout(gl.sum(g, 0), per_thread)
         ll_run += gl.where(row_ok, weight * (m + gl.log(lam)), 0.0).to(gl.float64)
         g_hi = tf32_high(g)
         if SHARED_GAMMA:  # the other consumer's statistics products have read the buffer
@@ -161,7 +172,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
         gl_smem.store(g - g_hi)
 
         lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
-        xt = gl.where(lane_ok, lifted_t.load(a_op) - c_t, 0.0)  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
+        xt = lifted_t.load(a_op) - c_t  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
         xt = gl.where(squared, xt * xt, xt)
         xt_hi = tf32_high(xt)
         xt_lo = xt - xt_hi
@@ -182,7 +193,11 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
             _pass_turn(turn, CONSUMER, PINGPONG)
 
-    gl.atomic_add(n_out + n_comps, n_run.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
+    if N_TILE:
+        n_sum = gl.convert_layout(gl.sum(n_run, 0), per_thread)
+    else:
+        n_sum = n_run
+    gl.atomic_add(n_out + n_comps, n_sum.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
     su_lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, mma))
     gl.atomic_add(su_out + comps[None, :] * LANES + su_lanes[:, None], su_run.to(gl.float64), sem="relaxed")
     gl.atomic_add(ll_out, gl.sum(ll_run, 0), sem="relaxed")
