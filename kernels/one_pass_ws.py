@@ -77,7 +77,7 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out, N, d,
+def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N, d,
              n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
              BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
     """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
@@ -92,13 +92,13 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, cente
     wl_lin = w_smem.index(1).permute((1, 0))
     wh_sq = w_smem.index(2).permute((1, 0))
     wl_sq = w_smem.index(3).permute((1, 0))
-    SHARED_GAMMA: gl.constexpr = g_smem.type.shape[0] == 2  # one Gamma buffer for both consumers, in turn
+    SHARED_GAMMA: gl.constexpr = gh_all.type.shape[0] == 1  # one Gamma buffer for both consumers, in turn
     if SHARED_GAMMA:
-        gh_smem = g_smem.index(0)
-        gl_smem = g_smem.index(1)
+        gh_smem = gh_all.index(0)
+        gl_smem = gl_all.index(0)
     else:
-        gh_smem = g_smem.index(2 * CONSUMER)  # this consumer's Gamma halves: the statistics' B operands
-        gl_smem = g_smem.index(2 * CONSUMER + 1)
+        gh_smem = gh_all.index(CONSUMER)  # this consumer's Gamma halves: the statistics' B operands
+        gl_smem = gl_all.index(CONSUMER)
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
@@ -237,7 +237,10 @@ def _one_pass_kernel_ws(
         w_smem.index(2 * half + 1).store(w - w_hi)
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
                                                   transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
-    g_smem = gl.allocate_shared_memory(gl.float32, [2 * GAMMA_BUFFERS, BLOCK_N, K_PAD], g_layout)  # (buffer, hi/lo)
+    # Gamma's high and low halves in two allocations: in one, the compiler's shared-memory hazard analysis took the
+    # store of one half for a conflict with the other and put a warpgroup barrier between them (sm_90 SASS)
+    gh_all = gl.allocate_shared_memory(gl.float32, [GAMMA_BUFFERS, BLOCK_N, K_PAD], g_layout)
+    gl_all = gl.allocate_shared_memory(gl.float32, [GAMMA_BUFFERS, BLOCK_N, K_PAD], g_layout)
     # b in shared memory, read per tile: from global memory ptxas hoisted K_PAD / 4 addresses out of the loop
     b_smem = gl.allocate_shared_memory(gl.float32, [K_PAD], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     b_smem.store(gl.load(b + gl.arange(0, K_PAD, layout=gl.BlockedLayout([1], [32], [4], [0]))))
@@ -246,9 +249,9 @@ def _one_pass_kernel_ws(
     first = gl.program_id(0)
     stride = gl.num_programs(0)
     gl.warp_specialize([
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out,
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
                     N, d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, g_smem, b_smem, center, sw, n_out, su_out, ll_out,
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
                     N, d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
