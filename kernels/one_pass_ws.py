@@ -46,7 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import row_tile_loader, tf32_high
+from kernels.two_pass_ws import exp_ftz, row_tile_loader, tf32_high
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
 BLOCK_N = 64  # rows per tile: wgmma's M for the score
@@ -60,16 +60,6 @@ MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4
 N_TILE_MAX_K_PAD = gl.constexpr(32)  # the widest K_pad whose n is summed as whole Gamma tiles (_consume)
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
-
-
-@gluon.jit
-def _exp_ftz(x):
-    """exp(x) as gl.exp computes it (x * log2(e) into ex2.approx) but flushing results below 2^-126 to zero:
-    gl.exp's ex2.approx.f32 keeps them with a compare and two multiplies around every MUFU.EX2 (sm_90 SASS),
-    three of the consumer's ~900 instructions a tile per exponential; a responsibility below 1e-38 of its
-    row's largest is nothing to the statistics."""
-    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                     dtype=gl.float32, is_pure=True, pack=1)
 
 
 @gluon.jit
@@ -163,7 +153,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
         s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]  # per tile: held, it took K_PAD / 4 registers
         m = gl.max(s, 1)
-        p = _exp_ftz(s - m[:, None])
+        p = exp_ftz(s - m[:, None])
         lam = gl.sum(p, 1)
         if WEIGHTED:
             weight = gl.load(sw + rows, mask=row_ok, other=0.0)

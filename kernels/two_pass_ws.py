@@ -41,6 +41,15 @@ def tf32_high(x):
 
 
 @gluon.jit
+def exp_ftz(x):
+    """exp(x) as gl.exp computes it (x * log2(e) into ex2.approx) but flushing results below 2^-126 to zero:
+    gl.exp's ex2.approx.f32 keeps them with a compare and two multiplies around every MUFU.EX2 (sm_90 SASS).
+    Gamma below 1e-38 is nothing to the statistics; shared with kernels/one_pass_ws.py."""
+    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
+                                     dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
 def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
     """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles, twice, into the
     next free stage of the ring."""
@@ -58,7 +67,7 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
 
 
 @gluon.jit
-def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, n_tiles, stride, comp0,
+def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, d, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
     [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
@@ -73,15 +82,13 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, 
     wl_lin = w_smem.index(1).permute((1, 0))
     wh_sq = w_smem.index(2).permute((1, 0))
     wl_sq = w_smem.index(3).permute((1, 0))
-    gh_smem = g_smem.index(0)
-    gl_smem = g_smem.index(1)
 
+    # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
+    # (Workspace.center is d_pad long), so they are 0 in both A operands
     cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)  # zero past d (Workspace.center is d_pad long)
-    col_ok = (cols < d)[None, :]
+    c = gl.load(center + cols)
     lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
     c_t = gl.load(center + lanes % D_PAD)[:, None]
-    lane_ok = ((lanes % D_PAD) < d)[:, None]
     squared = (lanes >= D_PAD)[:, None]
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     bias = gl.load(b + comps)[None, :]
@@ -101,7 +108,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, 
         x = both.slice(0, BLOCK_N).load(a_op)  # (BLOCK_N, D_PAD)
         lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
 
-        lin = gl.where(col_ok, x - c[None, :], 0.0)
+        lin = x - c[None, :]
         sq = lin * lin
         lin_hi = tf32_high(lin)
         lin_lo = lin - lin_hi
@@ -118,7 +125,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, 
         s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
 
-        g = gl.exp(s + bias - Lr)
+        g = exp_ftz(s + bias - Lr)
         if WEIGHTED:
             g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
         g = gl.where(row_ok[:, None], g, 0.0)
@@ -130,7 +137,7 @@ def _compute(ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, first, 
         su = zero_su
         for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
             xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
-            xl = gl.where(lane_ok, xt - c_t, 0.0)
+            xl = xt - c_t
             xl = gl.where(squared, xl * xl, xl)
             xt_hi = tf32_high(xl)
             xt_lo = xl - xt_hi
@@ -180,12 +187,15 @@ def _statistics_kernel_ws(
         w_smem.index(2 * half + 1).store(w - w_hi)
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
                                                   transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
-    g_smem = gl.allocate_shared_memory(gl.float32, [2, BLOCK_N, BLOCK_K], g_layout)
+    # Gamma's TF32 halves in two allocations: in one, the compiler's shared-memory hazard analysis takes the store
+    # of one half for a conflict with the other (kernels/one_pass_ws.py: a warpgroup barrier between them)
+    gh_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_N, BLOCK_K], g_layout)
+    gl_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_N, BLOCK_K], g_layout)
     fence_async_shared()
 
     split = gl.program_id(1)
     n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, g_smem, center, b, L, sw, N, d, split, n_tiles, n_splits, comp0,
+        (_compute, (ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, d, split, n_tiles, n_splits, comp0,
                     BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
