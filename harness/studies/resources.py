@@ -274,7 +274,13 @@ def _usage(compiled, warps: int) -> dict:
     return {"registers": regs, "stack_bytes": stack, "shared_bytes": smem, "programs_by_registers": by_regs,
             "programs_by_shared": by_smem, "programs_per_sm": min(by_regs, by_smem, SM90["max_programs"],
                                                                   SM90["max_warps"] // warps),
-            "sass_atomics_and_barriers": dict(sorted(ops.items()))}
+            "sass_atomics_and_barriers": dict(sorted(ops.items())),
+            "exp_subnormal_fixups": len(re.findall(EX2_SUBNORMAL_FIXUP, sass))}
+
+
+# gl.exp / tl.exp lower to ex2.approx.f32, which ptxas keeps exact for results below 2^-126 with this compare
+# (then a halving before MUFU.EX2 and a squaring after); kernels.two_pass_ws.exp_ftz has none
+EX2_SUBNORMAL_FIXUP = r"FSETP\.GEU\.AND P\d+, PT, R\d+, -126"
 
 
 def _round_up(x: int, m: int) -> int:

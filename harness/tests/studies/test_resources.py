@@ -76,8 +76,18 @@ def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
         assert r["shared_bytes"] <= SHARED_LIMIT and r["registers"] <= 168
         assert r["shared_bytes"] >= r["shared_bytes_planned"]
         assert any(op.startswith("REDG.E.ADD.F64") for op in r["sass_atomics_and_barriers"]), r
+        assert r["sass_schedule"]["MUFU.EX2"] > 0 and r["exp_subnormal_fixups"] == 0, r  # exp_ftz: no fix-up
         if K <= 32:
             assert r["stack_bytes"] == 0, r
+
+
+def test_the_warp_specialized_pass_2_takes_its_exponentials_without_the_subnormal_fix_up():
+    """Algorithm 3's warp-specialized pass 2 at K 512 and 4096 (d = 32): Gamma = exp_ftz(S - L), with none of the
+    compare-halve-square ptxas puts around each MUFU.EX2 of gl.exp (the Triton pass 1 beside it keeps tl.exp's)."""
+    for K in (512, 4096):
+        rows = {r["kernel"]: r for r in report_rows("--K", str(K), "--d", "32", "--algorithm", "two_pass")}
+        assert rows["two_pass.statistics_ws"]["exp_subnormal_fixups"] == 0, rows["two_pass.statistics_ws"]
+        assert rows["two_pass.normalizer"]["exp_subnormal_fixups"] > 0, rows["two_pass.normalizer"]
 
 
 
