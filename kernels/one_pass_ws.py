@@ -30,10 +30,12 @@ Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * 
 4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
 Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
 --algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at
-K_pad <= 32, 16 B at 64, 248 B at 128 (224 B with the ping-pong token; ptxas spills loop-invariant wgmma
+K_pad <= 32, 8 B at 64, 240 B at 128 (216 B with the ping-pong token; ptxas spills loop-invariant wgmma
 descriptors next to the 192 registers of running sums, score and A operands). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
 Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
-0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N.
+0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N. With n summed as whole
+Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f, kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv):
+2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32.
 """
 from __future__ import annotations
 
