@@ -42,8 +42,13 @@ MEASURED_RULES = {"NVIDIA H200": h200_rule}
 # (0.069 vs 0.043 ms: 2.4 row tiles per program). At d085e2d (numerics_dispatch_2026-12-01_d085e2d.csv, same
 # kernels with the 128-tile bound) the Triton kernel was faster up to 500K rows (0.1345 vs 0.1440 ms at 500K,
 # 0.0859 vs 0.1075 at 250K) and the warp-specialized one from 1M (0.2174 vs 0.2363 ms): the ratio, interpolated
-# linearly between 500K and 1M, crosses at ~715 000 rows.
-WS_ONE_PASS_MIN_ROWS = 750_000
+# linearly between 500K and 1M, crosses at ~715 000 rows. Those were single sweeps timed from the host, which
+# count the Gluon launch's host time (its TensorDescriptor) while the GPU waits. Graph-replayed 10-iteration fits,
+# how kernels.fit runs, after the warp-specialized kernel's instruction cuts (ws_rows_2026-12-02_ceaf113.csv,
+# ms/iter, Triton / warp-specialized): 250K_32_32 0.149-0.186 / 0.113, 500K 0.183-0.191 / 0.150, 1M 0.292 /
+# 0.207; 250K_128_32 0.247 / 0.205, 500K 0.423 / 0.322. The warp-specialized kernel wins from the smallest N
+# measured there; between 20K (where it lost: 2.4 row tiles per program) and 250K it is not measured.
+WS_ONE_PASS_MIN_ROWS = 250_000
 
 
 def device_name() -> str | None:
