@@ -21,26 +21,6 @@ SENTINEL = -3.0e38
 FP64 = "fp64"  # the precision whose lift, score, normalizer and sums are float64 (DMMA on sm_80+)
 
 
-def ftz_exponentials(precision: str) -> bool:
-    """Whether a kernel's float32 exponentials take :func:`exp_ftz`'s fast path: not under fp64 (float64
-    scores), not in Triton's interpreter (which runs no PTX)."""
-    return precision != FP64 and not triton.knobs.runtime.interpret
-
-
-@triton.jit
-def exp_ftz(x, FTZ: tl.constexpr):
-    """exp(x), as tl.exp computes it in float32 (x * log2(e) into ex2.approx) but, when FTZ, flushing results
-    below 2^-126 to zero: tl.exp's ex2.approx.f32 keeps them with a compare, a halving and a squaring around
-    every MUFU.EX2 (sm_90 SASS). A responsibility or a normalizer term below 1e-38 of its row's largest is
-    nothing to the statistics. FTZ off: tl.exp (float64 scores, the interpreter)."""
-    if FTZ:
-        y = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                      dtype=tl.float32, is_pure=True, pack=1)
-    else:
-        y = tl.exp(x)
-    return y
-
-
 def lift_dtype(precision: str) -> torch.dtype:
     """The dtype of W, b, the padded center and Algorithm 3's L under ``precision``: the kernels' arithmetic."""
     return torch.float64 if precision == FP64 else torch.float32

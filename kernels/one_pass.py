@@ -24,8 +24,8 @@ from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count, sum_bounded, weight_arguments
-from kernels.lift import (accumulate_statistics, commit_statistics, exp_ftz, ftz_exponentials, lifted_score, split_rows,
-                          split_weights, statistics_accumulators)
+from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
+                          statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -37,7 +37,7 @@ def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, n_tiles, num_programs,
-    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, FTZ_EXP: tl.constexpr,
+    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     pid = tl.program_id(0)
@@ -59,7 +59,7 @@ def _one_pass_kernel(
                          PRECISION, HALVES)
         s += bias[None, :]
         m = tl.max(s, 1)
-        p = exp_ftz(s - m[:, None], FTZ_EXP)
+        p = tl.exp(s - m[:, None])
         lam = tl.sum(p, 1)
         inv = tl.where(row_ok, 1.0 / lam, 0.0)
         ell = tl.where(row_ok, m + tl.log(lam), 0.0)
@@ -156,8 +156,8 @@ def _wgmma_shared_memory_limit(device_index: int) -> int | None:
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """The kernel's compile-time parameters and launch options for these padded sizes
     (what it runs with, and what harness.studies.resources compiles offline)."""
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, FTZ_EXP=ftz_exponentials(precision),
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages, **cfg.register_cap())
 
 
 def _zeros(k_pad, d_pad, device):

@@ -25,8 +25,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, statistics_pass_grid, weight_arguments
-from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, exp_ftz, ftz_exponentials, lifted_score,
-                          split_rows, split_weights, statistics_accumulators)
+from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
+                          statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -36,7 +36,7 @@ def _normalizer_kernel(
     X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
     N, d, K, stride_x,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr, FTZ_EXP: tl.constexpr,
+    PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -71,7 +71,7 @@ def _normalizer_kernel(
                          tl.zeros([BLOCK_N, BLOCK_K], acc), PRECISION, HALVES)
         s += tl.load(b + kk)[None, :]
         m_new = tl.maximum(m, tl.max(s, 1))
-        lam = lam * exp_ftz(m - m_new, FTZ_EXP) + tl.sum(exp_ftz(s - m_new[:, None], FTZ_EXP), 1)
+        lam = lam * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new[:, None]), 1)
         m = m_new
     L = m + tl.log(lam)
     tl.store(L_out + rows, L, mask=row_ok)
@@ -88,7 +88,7 @@ def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, n_tiles, n_splits,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr, FTZ_EXP: tl.constexpr,
+    PRECISION: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -104,7 +104,7 @@ def _statistics_kernel(
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
                          tl.zeros([BLOCK_N, BLOCK_K], bias.dtype), PRECISION, HALVES)
-        g = tl.where(row_ok[:, None], exp_ftz(s + bias[None, :] - Lr[:, None], FTZ_EXP), 0.0)
+        g = tl.where(row_ok[:, None], tl.exp(s + bias[None, :] - Lr[:, None]), 0.0)
         if WEIGHTED:  # a row's weight scales its responsibilities
             g *= tl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
         n_sum += tl.sum(g, 0)
@@ -171,13 +171,11 @@ def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -
     """Pass 1's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
                 BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision,
-                SENTINEL_VALUE=SENTINEL, FTZ_EXP=ftz_exponentials(precision), num_warps=cfg.normalizer_warps or cfg.num_warps,
-                num_stages=cfg.num_stages)
+                SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """Pass 2's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
-                FTZ_EXP=ftz_exponentials(precision), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                **cfg.register_cap())
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
