@@ -24,5 +24,7 @@ def test_runner_up_ratio_and_median_over_flash(tmp_path):
     assert by["B"]["runner_up"] == "PyTorch" and abs(by["B"]["ratio"] - 0.9) < 1e-9
     assert totals == {"shapes": 3, "fastest": 2, "median_over_flash": 3.5, "flash_shapes": 2}
     md = turbo_summary.render(csv)[0].read_text()
-    assert "| B | 1.000 | PyTorch 0.900 | 0.90× | 0.800 (rejected) | 0.80× |" in md
+    floor_b = max(8 * 2000 * 16 * 8 * 3 / 396e12, 2000 * 8 * 4 / 4.3e12) * 1e3  # issue 23's roofline, ms
+    assert abs(by["B"]["roofline"] - floor_b / 1.0) < 1e-12
+    assert f"| B | 1.000 | {floor_b:.0%} | PyTorch 0.900 | 0.90× | 0.800 (rejected) | 0.80× |" in md
     assert "fastest valid fit at 2 of 3 shapes" in md and "3.50× over 2 shapes" in md
