@@ -79,7 +79,7 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N, d,
+def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
              n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
              BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
     """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
@@ -208,7 +208,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 @gluon.jit
 def _one_pass_kernel_ws(
     x_desc, center, W, b, n_out, su_out, ll_out,
-    N, d, n_tiles,
+    N, n_tiles,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
@@ -252,9 +252,9 @@ def _one_pass_kernel_ws(
     stride = gl.num_programs(0)
     gl.warp_specialize([
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
-                    N, d, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+                    N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
-                    N, d, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+                    N, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
@@ -327,7 +327,7 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, D_PAD], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
     programs = program_count(n_tiles, X.device, sum_tiles)
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, d, n_tiles, **launch_meta(k_pad, pingpong),
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **launch_meta(k_pad, pingpong),
                                      **weight_arguments(sample_weight))
     return n, su, ll
 

@@ -67,7 +67,7 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
 
 
 @gluon.jit
-def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, d, first, n_tiles, stride, comp0,
+def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
     [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
@@ -160,7 +160,7 @@ def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, 
 @gluon.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel_ws(
     x_desc, center, W, b, L, n_out, su_out,
-    N, d, n_tiles, n_splits,
+    N, n_tiles, n_splits,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
     LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
@@ -195,7 +195,7 @@ def _statistics_kernel_ws(
 
     split = gl.program_id(1)
     n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, d, split, n_tiles, n_splits, comp0,
+        (_compute, (ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, split, n_tiles, n_splits, comp0,
                     BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
@@ -238,7 +238,7 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=Non
     # 4 + 4 warps (the loader's warpgroup); at 128 registers per thread two programs fit an SM and the
     # compute warpgroup gets what the loader does not take: (128 * 8 - 24 * 4) / 4 = 232 (sm_90 compile:
     # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
-    _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, d, n_tiles, n_splits,
+    _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
                                                STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
                                                maxnreg=128, **weight_arguments(sample_weight))

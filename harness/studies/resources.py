@@ -99,7 +99,7 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     X = torch.empty(64, two_pass_ws.D_PAD)
     desc = TensorDescriptor(X, list(X.shape), [two_pass_ws.D_PAD, 1], [64, two_pass_ws.D_PAD], layout)
     sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
-           "su_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, "n_splits": I32}
+           "su_out": PTRS64, "N": I32, "n_tiles": I32, "n_splits": I32}
     constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k, STAGES=two_pass_ws.STAGES,
                       LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
     weight_sig, weight_constexprs = _weights_typed(weighted)
@@ -123,7 +123,7 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False):
     constexprs.update(weight_constexprs)
     desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.D_PAD}],{one_pass_ws.x_layout()!r}>"
     sig = {"x_desc": desc, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
-           "ll_out": PTRS64, "N": I32, "d": I32, "n_tiles": I32, **weight_sig, **{k: "constexpr" for k in constexprs}}
+           "ll_out": PTRS64, "N": I32, "n_tiles": I32, **weight_sig, **{k: "constexpr" for k in constexprs}}
     source = GluonASTSource(one_pass_ws._one_pass_kernel_ws, sig, constexprs=constexprs)
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
