@@ -6,8 +6,8 @@ For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memo
 smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispatch;
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; e2e.csv -> e2e.md, fig_e2e
 (e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); full.csv -> full.md, fig_full (full_smoke.csv ->
-full_smoke.md, full_smoke_fig); and claims.md
-wherever one of the paper's CSVs exists. A missing CSV is reported and skipped.
+full_smoke.md, full_smoke_fig); ncu/*.raw.csv -> counters.md (what bounds each profiled kernel); and
+claims.md wherever one of the paper's CSVs exists. A missing CSV is reported and skipped.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_full, fig_memory,
-                     table1, table_e2e, table_full, turbo_summary)
+                     table1, table_counters, table_e2e, table_full, turbo_summary)
 from harness.results import read_csv
 
 PAPER_KEEP_REJECTED = {("flash_gmm", "1M_4096_32")}  # §5.1's one disclosed exception, flagged where it is drawn
@@ -52,6 +52,8 @@ def render_folder(folder: Path, say=print) -> list[Path]:
             continue
         for render in renderers:
             out += render(csv)
+    if (folder / "ncu").is_dir():
+        out += table_counters.render(folder / "ncu")
     if any((folder / f"{n}.csv").exists() for n in CLAIM_SOURCES):
         out.append(claims.render(folder))
     missing = [n for n in CLAIM_SOURCES if not (folder / f"{n}.csv").exists()]
