@@ -18,7 +18,7 @@ import torch
 from kernels.column_sums import column_sums, non_finite_message
 from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
 from kernels.launch import LaunchConfig
-from kernels.lift import FP64, lift_dtype, pow2_at_least_16
+from kernels.lift import FP64, lift_dtype, pow2_at_least_16, weights_buffer
 from kernels.lift_kernel import lift_into
 from kernels.mstep import IllDefinedCovarianceError
 from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
@@ -179,7 +179,7 @@ class Workspace:
         N, d = X.shape
         self.k_pad, self.d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
         lifted, f64, dev = lift_dtype(precision), torch.float64, X.device
-        self.W = torch.empty(2 * self.d_pad, self.k_pad, dtype=lifted, device=dev)
+        self.W = weights_buffer(self.k_pad, self.d_pad, precision, dev)
         self.b = torch.empty(self.k_pad, dtype=lifted, device=dev)
         self.n = torch.zeros(self.k_pad, dtype=f64, device=dev)
         self.su = torch.zeros(self.k_pad, 2 * self.d_pad, dtype=f64, device=dev)

@@ -31,9 +31,21 @@ def pow2_at_least_16(n: int) -> int:
     return max(16, 1 << (int(n) - 1).bit_length())
 
 
+def weights_buffer(k_pad: int, d_pad: int, precision: str, device) -> torch.Tensor:
+    """An uninitialized W (2*d_pad, k_pad) in :func:`lift_dtype`. Under fp64 its storage is lanes-contiguous (a
+    transposed view): the float64 products read W as their B operand from shared memory, and Triton 3.6 gives a
+    component-contiguous float64 B operand a swizzle whose half-warp loads conflict 2-way in the banks, a
+    lanes-contiguous one a conflict-free swizzle (harness.studies.shared_wavefronts: 512 of the one pass's 4096
+    shared-memory wavefronts a row tile at (32, 32), the load side's 2944 -> 2432)."""
+    if precision == FP64:
+        return torch.empty((k_pad, 2 * d_pad), dtype=torch.float64, device=device).t()
+    return torch.empty((2 * d_pad, k_pad), dtype=lift_dtype(precision), device=device)
+
+
 def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_pad: int, d_pad: int,
          precision: str = "tf32x3"):
-    """(W, b): W (2*d_pad, k_pad), b (k_pad,) in :func:`lift_dtype` (float32; float64 under fp64).
+    """(W, b): W (2*d_pad, k_pad) (:func:`weights_buffer`), b (k_pad,) in :func:`lift_dtype` (float32; float64
+    under fp64).
 
     ``means`` must already be in the kernel's (centered) coordinates.
     """
@@ -41,7 +53,7 @@ def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_
     dtype = lift_dtype(precision)
     w64, m64, v64 = weights.double(), means.double(), variances.double()
     tau = 1.0 / v64
-    W = torch.zeros((2 * d_pad, k_pad), dtype=dtype, device=means.device)
+    W = weights_buffer(k_pad, d_pad, precision, means.device).zero_()
     W[:d, :K] = (m64 * tau).T.to(dtype)
     W[d_pad : d_pad + d, :K] = (-0.5 * tau).T.to(dtype)
     b = torch.full((k_pad,), SENTINEL, dtype=dtype, device=means.device)
@@ -98,16 +110,25 @@ def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: 
 
 
 @triton.jit
-def split_weights(W, kk, K_PAD: tl.constexpr, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+def weight_tile(W, lanes, kk, stride_wl, stride_wk):
+    """W[lanes, kk] read through W's strides: (K_PAD, 1) for the row-major W of :func:`lift`, (1, 2*D_PAD) for
+    the lanes-contiguous W of precision fp64 (:func:`weights_buffer`). A stride of 1 is a compile-time constant
+    (Triton specializes integer arguments equal to 1), so each storage order compiles to its own loads."""
+    return tl.load(W + lanes[:, None] * stride_wl + kk[None, :] * stride_wk)
+
+
+@triton.jit
+def split_weights(W, kk, stride_wl, stride_wk, K_PAD: tl.constexpr, D_PAD: tl.constexpr, PRECISION: tl.constexpr,
+                  HALVES: tl.constexpr):
     """W's components kk split as :func:`split_rows` splits the row tile: the lanes of x - c and of
     (x - c)^2 apart when HALVES, else all 2*D_PAD lanes, returned for both pairs (the second one unused)."""
     if HALVES:
         cols = tl.arange(0, D_PAD)
-        wm_hi, wm_lo = tf32x3.split(tl.load(W + cols[:, None] * K_PAD + kk[None, :]), PRECISION)
-        wq_hi, wq_lo = tf32x3.split(tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :]), PRECISION)
+        wm_hi, wm_lo = tf32x3.split(weight_tile(W, cols, kk, stride_wl, stride_wk), PRECISION)
+        wq_hi, wq_lo = tf32x3.split(weight_tile(W, D_PAD + cols, kk, stride_wl, stride_wk), PRECISION)
     else:
         lanes = tl.arange(0, 2 * D_PAD)
-        wm_hi, wm_lo = tf32x3.split(tl.load(W + lanes[:, None] * K_PAD + kk[None, :]), PRECISION)
+        wm_hi, wm_lo = tf32x3.split(weight_tile(W, lanes, kk, stride_wl, stride_wk), PRECISION)
         wq_hi, wq_lo = wm_hi, wm_lo
     return wm_hi, wm_lo, wq_hi, wq_lo
 

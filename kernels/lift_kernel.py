@@ -26,7 +26,7 @@ from kernels.lift import SENTINEL
 def _lift_kernel(
     weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
     W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD), b (K_PAD,) f32 or f64 (fp64); cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
-    K, d, K_PAD, half_log_2pi: tl.float64,
+    K, d, stride_wl, stride_wk, half_log_2pi: tl.float64,  # W's strides (kernels.lift.weights_buffer)
     D_PAD: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
     k = tl.program_id(0)
@@ -36,8 +36,8 @@ def _lift_kernel(
     mu = tl.load(means + k * d + c, mask=ok, other=0.0).to(tl.float64) - tl.load(center + c, mask=ok, other=0.0).to(tl.float64)
     var = tl.load(variances + k * d + c, mask=ok, other=1.0).to(tl.float64)
     tau = 1.0 / var
-    tl.store(W + c * K_PAD + k, tl.where(ok, mu * tau, 0.0).to(W.dtype.element_ty))
-    tl.store(W + (D_PAD + c) * K_PAD + k, tl.where(ok, -0.5 * tau, 0.0).to(W.dtype.element_ty))
+    tl.store(W + c * stride_wl + k * stride_wk, tl.where(ok, mu * tau, 0.0).to(W.dtype.element_ty))
+    tl.store(W + (D_PAD + c) * stride_wl + k * stride_wk, tl.where(ok, -0.5 * tau, 0.0).to(W.dtype.element_ty))
     log_w = tl.log(tl.load(weights + k, mask=real, other=1.0).to(tl.float64))
     terms = tl.where(ok, 0.5 * tl.log(var) + 0.5 * mu * mu * tau, 0.0)
     bias = log_w - d.to(tl.float64) * half_log_2pi - tl.sum(terms, 0)  # the interpreter would round d * (a float) to float32
@@ -52,13 +52,14 @@ def lift_into(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tenso
               W: torch.Tensor, b: torch.Tensor, n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor) -> None:
     """W, b of (weights, means - center, variances) into the given buffers, and n, su, ll zeroed.
 
-    Shapes as :func:`kernels.lift.lift` (W (2*d_pad, k_pad), b (k_pad,)) and
+    Shapes as :func:`kernels.lift.lift` (W (2*d_pad, k_pad), any strides, as :func:`kernels.lift.weights_buffer`
+    gives it; b (k_pad,)) and
     :class:`kernels.em.Workspace` (n (k_pad,), su (k_pad, 2*d_pad), ll (1,)).
     """
     K, d = means.shape
     k_pad, d_pad = b.shape[0], W.shape[0] // 2
     _lift_kernel[(k_pad,)](
         weights.contiguous(), means.contiguous(), variances.contiguous(), center.contiguous(), W, b, n, su, ll,
-        K, d, k_pad, 0.5 * math.log(2.0 * math.pi), D_PAD=d_pad, SENTINEL_VALUE=SENTINEL, num_warps=1,
+        K, d, *W.stride(), 0.5 * math.log(2.0 * math.pi), D_PAD=d_pad, SENTINEL_VALUE=SENTINEL, num_warps=1,
         enable_fp_fusion=False,  # no FMA contraction: the roundings of kernels/lift.py
     )

@@ -36,7 +36,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
-    N, d, stride_x, n_tiles, num_programs,
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
@@ -47,7 +47,7 @@ def _one_pass_kernel(
     # live at once halves, which removed the spills at d_pad >= 64; at d_pad <= 32 one 2*d_pad-wide product
     # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
     HALVES: tl.constexpr = D_PAD >= 64
-    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
+    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, stride_wl, stride_wk, K_PAD, D_PAD, PRECISION, HALVES)
     s_sum, u_sum = statistics_accumulators(D_PAD, K_PAD, HALVES, PRECISION)
     bias = tl.load(b + kk)  # its dtype (float64 under fp64) is the score's and the sums'
     n_sum = tl.zeros([K_PAD], dtype=bias.dtype)
@@ -80,8 +80,9 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
                         cfg: LaunchConfig, precision: str, out=None, sample_weight=None):
     """Statistics of one E-step by Algorithm 2.
 
-    X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) and
-    b (k_pad,) from :func:`kernels.lift.lift`, in its :func:`kernels.lift.lift_dtype`. Returns float64 tensors
+    X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) (any strides:
+    :func:`kernels.lift.weights_buffer`) and b (k_pad,) from :func:`kernels.lift.lift`, in its
+    :func:`kernels.lift.lift_dtype`. Returns float64 tensors
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell.
@@ -100,7 +101,7 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     meta = launch_meta(cfg, k_pad, d_pad, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     P = sum_bounded(program_count(n_tiles, X.device, cfg.programs_per_sm), n_tiles, cfg.sum_tiles)
-    _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), n_tiles, P, **meta,
+    _one_pass_kernel[(P,)](X, center, W, b, n, su, ll, N, d, X.stride(0), *W.stride(), n_tiles, P, **meta,
                            **weight_arguments(sample_weight))
     return n, su, ll
 

@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, statistics_pass_grid, weight_arguments
 from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
-                          statistics_accumulators)
+                          statistics_accumulators, weight_tile)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -34,7 +34,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 @triton.jit
 def _normalizer_kernel(
     X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
-    N, d, K, stride_x,
+    N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (kernels.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -56,15 +56,15 @@ def _normalizer_kernel(
                 wm_hi, wm_lo = tl.trans(tl.load(hi)), tl.trans(tl.load(lo))
                 wq_hi, wq_lo = tl.trans(tl.load(hi + D_PAD)), tl.trans(tl.load(lo + D_PAD))
             else:
-                wm_hi = tl.load(W + cols[:, None] * K_PAD + kk[None, :])
-                wq_hi = tl.load(W + (D_PAD + cols)[:, None] * K_PAD + kk[None, :])
+                wm_hi = weight_tile(W, cols, kk, stride_wl, stride_wk)
+                wq_hi = weight_tile(W, D_PAD + cols, kk, stride_wl, stride_wk)
                 wm_lo, wq_lo = wm_hi, wq_hi
         else:
             if PRECISION == "tf32x3":
                 wm_hi = tl.trans(tl.load(WT_split + kk[:, None] * (2 * D_PAD) + lanes[None, :]))
                 wm_lo = tl.trans(tl.load(WT_split + (K_PAD + kk[:, None]) * (2 * D_PAD) + lanes[None, :]))
             else:
-                wm_hi = tl.load(W + lanes[:, None] * K_PAD + kk[None, :])
+                wm_hi = weight_tile(W, lanes, kk, stride_wl, stride_wk)
                 wm_lo = wm_hi
             wq_hi, wq_lo = wm_hi, wm_lo
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
@@ -86,7 +86,7 @@ def _normalizer_kernel(
 @triton.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
-    N, d, stride_x, n_tiles, n_splits,
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -94,7 +94,7 @@ def _statistics_kernel(
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     split = tl.program_id(1)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
-    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, K_PAD, D_PAD, PRECISION, HALVES)
+    wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, stride_wl, stride_wk, K_PAD, D_PAD, PRECISION, HALVES)
     s_sum, u_sum = statistics_accumulators(D_PAD, BLOCK_K, HALVES, PRECISION)
     bias = tl.load(b + kk)  # its dtype (float64 under fp64) is the score's and the sums'
     n_sum = tl.zeros([BLOCK_K], dtype=bias.dtype)
@@ -137,7 +137,7 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     meta = normalizer_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     WT_split = tf32x3.split_transposed(W) if precision == "tf32x3" else W  # ieee, fp64: W itself, WT_split unused
     _normalizer_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](X, center, W, WT_split, b, L, ll, N, d, K, X.stride(0),
-                                                           **meta, **weight_arguments(sample_weight))
+                                                           *W.stride(), **meta, **weight_arguments(sample_weight))
 
 
 def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
@@ -163,8 +163,8 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
-    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), n_tiles, n_splits, **meta,
-                                            **weight_arguments(sample_weight))
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), *W.stride(), n_tiles, n_splits,
+                                            **meta, **weight_arguments(sample_weight))
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:

@@ -33,12 +33,34 @@ from kernels.full.config import FullConfig, parse_full_config
 from kernels.full.parameters import PAIR_BLOCK, padded_sizes
 from kernels.launch import LaunchConfig, parse_config
 from kernels import one_pass, two_pass
-from kernels.lift import FP64, SENTINEL, pow2_at_least_16
+from kernels.lift import FP64, SENTINEL, pow2_at_least_16, weights_buffer
 
 SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
         "max_programs": 32}
 PTRS32, PTRS64 = "*fp32", "*fp64"
 I32 = "i32"
+
+
+def weight_strides(k_pad: int, d_pad: int, precision: str) -> dict:
+    """W's strides as a launch passes them (kernels.lift.weights_buffer): the one equal to 1 a constant, as Triton
+    specializes it (which decides the layout of W's loads), the other an i32 divisible by 16."""
+    strides = weights_buffer(k_pad, d_pad, precision, "meta").stride()
+    return {name: 1 if stride == 1 else I32 for name, stride in zip(("stride_wl", "stride_wk"), strides)}
+
+
+# integer arguments a launch at the Table 1 shapes passes divisible by 16 (N, d, the row stride, W's non-unit stride):
+# Triton specializes them so, and the vector width of the loads follows (LDG.E.128 against LDG.E)
+DIVISIBLE_INTS = ("N", "d", "stride_x", "stride_wl", "stride_wk")
+
+
+def compile_source(fn, sig: dict, constexprs: dict):
+    """An ASTSource of ``fn`` as a launch specializes it: the constants in ``sig`` (W's unit stride) moved to the
+    constexprs, pointers and DIVISIBLE_INTS marked divisible by 16."""
+    consts = {k: v for k, v in sig.items() if not isinstance(v, str)}
+    sig = {**{k: ("constexpr" if k in consts else v) for k, v in sig.items()}, **{k: "constexpr" for k in constexprs}}
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in sig.items()
+             if v.startswith("*") or (k in DIVISIBLE_INTS and v == I32)}
+    return ASTSource(fn, sig, constexprs={**consts, **constexprs}, attrs=attrs)
 
 
 def _weights_typed(weighted: bool) -> tuple[dict, dict]:
@@ -47,16 +69,17 @@ def _weights_typed(weighted: bool) -> tuple[dict, dict]:
     return ({"sw": PTRS32}, {"WEIGHTED": True}) if weighted else ({}, {"sw": None, "WEIGHTED": False})
 
 
-def _kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
+def triton_kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it). X is
     float32; the lifted parameters, the center and L float64 under fp64 (kernels.lift.lift_dtype)."""
     lp = PTRS64 if precision == FP64 else PTRS32
+    w = weight_strides(k_pad, d_pad, precision)
     one = {"X": PTRS32, "center": lp, "W": lp, "b": lp, "n_out": PTRS64, "su_out": PTRS64,
-           "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "num_programs": I32}
+           "ll_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, **w, "n_tiles": I32, "num_programs": I32}
     norm = {"X": PTRS32, "center": lp, "W": lp, "WT_split": lp, "b": lp, "L_out": lp, "ll_out": PTRS64,
-            "N": I32, "d": I32, "K": I32, "stride_x": I32}
+            "N": I32, "d": I32, "K": I32, "stride_x": I32, **w}
     stats = {"X": PTRS32, "center": lp, "W": lp, "b": lp, "L": lp, "n_out": PTRS64,
-             "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, "n_tiles": I32, "n_splits": I32}
+             "su_out": PTRS64, "N": I32, "d": I32, "stride_x": I32, **w, "n_tiles": I32, "n_splits": I32}
     return {
         "one_pass": (one_pass._one_pass_kernel, one, one_pass.launch_meta(cfg, k_pad, d_pad, precision)),
         "two_pass.normalizer": (two_pass._normalizer_kernel, norm, two_pass.normalizer_meta(cfg, k_pad, d_pad, precision)),
@@ -157,30 +180,29 @@ def _cuobjdump() -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
-def _refuse_interpreter() -> None:
+def refuse_interpreter() -> None:
     if triton.knobs.runtime.interpret:
         raise RuntimeError("harness.studies.resources compiles for sm_90: run it without TRITON_INTERPRET=1")
 
 
 def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None) -> list[dict]:
     """One row per kernel of ``algorithm`` at (K, d) with ``cfg`` (default: the H200 launch config)."""
-    _refuse_interpreter()
+    refuse_interpreter()
     cfg = cfg or launch_config(algorithm, K, d, precision)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
-    for name, (fn, sig, meta) in _kernels(k_pad, d_pad, cfg, precision).items():
+    for name, (fn, sig, meta) in triton_kernels(k_pad, d_pad, cfg, precision).items():
         if not name.startswith(algorithm) or (name == "two_pass.statistics" and cfg.warp_specialized_pass2
                                                and precision == "tf32x3" and d_pad == 32):
             continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there; the Triton one pass
             # stays beside the warp-specialized one, which takes only N >= warp_specialized_one_pass_rows)
         warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
         constexprs.update(_weights_typed(False)[1])  # unweighted: the kernels compiled as without sample weights
-        sig = {**sig, **{k: "constexpr" for k in constexprs}}
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
                **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
         try:
-            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
+            compiled = triton.compile(compile_source(fn, sig, constexprs), target=GPUTarget("cuda", 90, 32),
                                       options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
@@ -207,7 +229,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
     kernels.full.config.default_config): :func:`_usage` plus the SASS's tensor-core products (HMMA / HGMMA),
     which say whether the score and the statistics reached the tensor cores. Moments "component" is the
     statistics kernels' SHIFTED variant (one tensor-core product per component, kernels/full/tiles.py)."""
-    _refuse_interpreter()
+    refuse_interpreter()
     cfg = cfg or full_config.default_config(algorithm, K, d, dataflow)
     k_pad, d_pad = padded_sizes(K, d)
     block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
