@@ -63,6 +63,24 @@ def compile_source(fn, sig: dict, constexprs: dict):
     return ASTSource(fn, sig, constexprs={**consts, **constexprs}, attrs=attrs)
 
 
+def compile_triton_kernel(fn, sig: dict, meta: dict):
+    """The sm_90 compile of one of :func:`triton_kernels` with its launch meta, unweighted (the kernels compiled
+    as without sample weights)."""
+    constexprs = {k: v for k, v in meta.items() if k.isupper()} | _weights_typed(False)[1]
+    return triton.compile(compile_source(fn, sig, constexprs), target=GPUTarget("cuda", 90, 32),
+                          options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
+
+
+def shape_arguments(description: str) -> argparse.ArgumentParser:
+    """A parser with the shape and precision of the kernels to compile (--K, --d, --algorithm, --precision)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--K", type=int, required=True)
+    p.add_argument("--d", type=int, required=True)
+    p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
+    p.add_argument("--precision", default="tf32x3", choices=PRECISIONS)
+    return p
+
+
 def _weights_typed(weighted: bool) -> tuple[dict, dict]:
     """(signature, constexprs) of a kernel's sample-weight arguments, as kernels.launch.weight_arguments passes
     them: the weights a float32 pointer and WEIGHTED, or sw None and WEIGHTED False (compiled as without)."""
@@ -196,14 +214,12 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
                                                and precision == "tf32x3" and d_pad == 32):
             continue  # (the warp-specialized pass 2 below takes Algorithm 3's pass 2 there; the Triton one pass
             # stays beside the warp-specialized one, which takes only N >= warp_specialized_one_pass_rows)
-        warps, constexprs = meta["num_warps"], {k: v for k, v in meta.items() if k.isupper()}
-        constexprs.update(_weights_typed(False)[1])  # unweighted: the kernels compiled as without sample weights
+        warps = meta["num_warps"]
         row = {"kernel": name, "K": K, "d": d, "precision": precision, "num_warps": warps,
                "num_stages": meta["num_stages"], "max_registers": meta.get("maxnreg"),
-               **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
+               **{k: v for k, v in meta.items() if k.startswith("BLOCK")}}
         try:
-            compiled = triton.compile(compile_source(fn, sig, constexprs), target=GPUTarget("cuda", 90, 32),
-                                      options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
+            compiled = compile_triton_kernel(fn, sig, meta)
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
             rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
             continue
@@ -310,11 +326,7 @@ def _round_up(x: int, m: int) -> int:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--K", type=int, required=True)
-    p.add_argument("--d", type=int, required=True)
-    p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
-    p.add_argument("--precision", default="tf32x3", choices=PRECISIONS)
+    p = shape_arguments(__doc__.split("\n\n")[0])
     p.add_argument("--covariance", default="diag", choices=("diag", "full"))
     p.add_argument("--moments", default="center", choices=("center", "component"), help="full only")
     p.add_argument("--dataflow", default="products", choices=("products", "lift"), help="full only")

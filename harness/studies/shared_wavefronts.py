@@ -14,7 +14,6 @@ program is taken to do what warp 0 does. On the fp64 one pass at 20M_32_32 (207e
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,12 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-import triton
-from triton.backends.compiler import GPUTarget
-
-from harness.studies.resources import compile_source, refuse_interpreter, triton_kernels
+from harness.studies.resources import compile_triton_kernel, refuse_interpreter, shape_arguments, triton_kernels
 from kernels.dispatch import launch_config
-from kernels.em import PRECISIONS
 from kernels.launch import LaunchConfig, parse_config
 from kernels.lift import pow2_at_least_16
 
@@ -185,22 +180,14 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
     for name, (fn, sig, meta) in triton_kernels(k_pad, d_pad, cfg, precision).items():
         if not name.startswith(algorithm):
             continue
-        if w_strides:
-            sig = {**sig, **w_strides}
-        constexprs = {k: v for k, v in meta.items() if k.isupper()} | {"sw": None, "WEIGHTED": False}
-        compiled = triton.compile(compile_source(fn, sig, constexprs), target=GPUTarget("cuda", 90, 32),
-                                  options={k: meta[k] for k in ("num_warps", "num_stages", "maxnreg") if k in meta})
+        compiled = compile_triton_kernel(fn, {**sig, **(w_strides or {})}, meta)
         found = analyze(compiled.asm["ttgir"], meta["num_warps"])
         rows.append({"kernel": name, "K": K, "d": d, "precision": precision, "BLOCK_N": meta["BLOCK_N"], **found})
     return rows
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--K", type=int, required=True)
-    p.add_argument("--d", type=int, required=True)
-    p.add_argument("--algorithm", choices=("one_pass", "two_pass"), required=True)
-    p.add_argument("--precision", default="tf32x3", choices=PRECISIONS)
+    p = shape_arguments(__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None, help="LaunchConfig as in harness.studies.measure")
     p.add_argument("--w-storage", choices=("launch", "rows"), default="launch",
                    help="W as a launch stores it (kernels.lift.weights_buffer) or row-major at every precision "
