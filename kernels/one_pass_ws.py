@@ -7,7 +7,8 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
 
 - a one-warp TMA loader streams the program's 64-row tiles of X into a ring in shared memory, each tile
   twice (the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed: a
-  permuted and reshaped view of the two copies, as in kernels/two_pass_ws.py);
+  permuted and reshaped view of the two copies whose lane order keeps its loads free of bank conflicts,
+  kernels.two_pass_ws.transposed_lift);
 - two consumer warpgroups take the ring's tiles in turn. Each loads the score's and the statistics'
   A operands straight from the ring into wgmma's register layout, issues the score's six TF32
   products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
@@ -48,7 +49,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import exp_ftz, row_tile_loader, tf32_high
+from kernels.two_pass_ws import exp_ftz, lane_columns, row_tile_loader, tf32_high, transposed_lift
 
 D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
 BLOCK_N = 64  # rows per tile: wgmma's M for the score
@@ -107,7 +108,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
     c = gl.load(center + cols)[None, :]
     lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lanes % D_PAD)[:, None]
+    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]  # the statistics' lanes: transposed_lift
     squared = (lanes >= D_PAD)[:, None]
     comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
     zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
@@ -173,8 +174,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
 
-        lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
-        xt = lifted_t.load(a_op) - c_t  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
+        xt = transposed_lift(both, BLOCK_N, D_PAD).load(a_op) - c_t  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
         xt = gl.where(squared, xt * xt, xt)
         xt_hi = tf32_high(xt)
         xt_lo = xt - xt_hi
@@ -200,7 +200,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     else:
         n_sum = n_run
     gl.atomic_add(n_out + n_comps, n_sum.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
-    su_lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, mma))
+    su_lanes = lane_columns(gl.arange(0, LANES, layout=gl.SliceLayout(1, mma)), D_PAD)
     gl.atomic_add(su_out + comps[None, :] * LANES + su_lanes[:, None], su_run.to(gl.float64), sem="relaxed")
     gl.atomic_add(ll_out, gl.sum(ll_run, 0), sem="relaxed")
 

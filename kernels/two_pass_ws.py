@@ -5,9 +5,10 @@ time goes"): per 64 x 64 tile it moves ~288 KB through shared memory, of which 1
 A operands going register -> shared -> register to reach wgmma's layout. Here a one-warp loader
 partition TMA-copies each row tile of X into a ring in shared memory (twice, into the two halves of
 a stage: the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed, i.e.
-two copies of the 32 columns); the compute warpgroup loads both A operands straight from that tile
-into wgmma's register layout (gl.bank_conflicts offline: 0 and 1 excess wavefronts), lifts and
-splits them in registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
+two copies of the 32 columns, its lanes permuted so that the loads meet no bank twice:
+:func:`transposed_lift`); the compute warpgroup loads both A operands straight from that tile into wgmma's
+register layout (gl.bank_conflicts offline: 0 excess accesses for either), lifts and splits them in
+registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
 apart (x - c and (x - c)^2 against W's two halves: the same wgmma count as one K = 64 product).
 
 Same sums as kernels.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
@@ -50,6 +51,25 @@ def exp_ftz(x):
 
 
 @gluon.jit
+def transposed_lift(both, BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
+    """A ring stage's two copies of a row tile viewed as the statistics' A operand [x - c | (x - c)^2]^T (2 * D_PAD
+    lanes x BLOCK_N rows), the lanes of each copy in :func:`lane_columns`'s order. In column order (a plain
+    transpose) the 8 lanes x 4 rows a warp reads per load met in 16 of the 32 banks under the ring's 128-byte
+    swizzle, 2-way (gl.bank_conflicts: 1; the H200 counted 128 excess wavefronts a row tile, 40M at 20M_32_32);
+    in this order they cover all 32 (gl.bank_conflicts: 0)."""
+    gl.static_assert(D_PAD == 32, "the lane order is laid out for 32 columns (128-byte rows)")
+    return both.reshape([2, BLOCK_N, 2, 4, 4]).permute((0, 3, 2, 4, 1)).reshape([2 * D_PAD, BLOCK_N])
+
+
+@gluon.jit
+def lane_columns(lanes, D_PAD: gl.constexpr):
+    """The lifted lane (h * D_PAD + column of X) that lane ``lanes`` of :func:`transposed_lift` holds: within a
+    copy h, lane m holds column m % 4 + 16 * (m // 4 % 2) + 4 * (m // 8)."""
+    m = lanes % D_PAD
+    return lanes - m + m % 4 + 16 * (m // 4 % 2) + 4 * (m // 8)
+
+
+@gluon.jit
 def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
     """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles, twice, into the
     next free stage of the ring."""
@@ -88,7 +108,7 @@ def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, 
     cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
     c = gl.load(center + cols)
     lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lanes % D_PAD)[:, None]
+    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]  # the statistics' lanes: transposed_lift
     squared = (lanes >= D_PAD)[:, None]
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     bias = gl.load(b + comps)[None, :]
@@ -106,7 +126,7 @@ def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, 
         mbarrier.wait(ready.index(stage), (i // stages) & 1)
         both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d
         x = both.slice(0, BLOCK_N).load(a_op)  # (BLOCK_N, D_PAD)
-        lifted_t = both.reshape([2, BLOCK_N, D_PAD]).permute((0, 2, 1)).reshape([LANES, BLOCK_N])
+        lifted_t = transposed_lift(both, BLOCK_N, D_PAD)
 
         lin = x - c[None, :]
         sq = lin * lin
@@ -203,7 +223,7 @@ def _statistics_kernel_ws(
     mma: gl.constexpr = su.type.layout
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     gl.atomic_add(n_out + comps, n.to(gl.float64), sem="relaxed")
-    su_lanes = gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, mma))
+    su_lanes = lane_columns(gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, mma)), D_PAD)
     gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + su_lanes[:, None], su.to(gl.float64), sem="relaxed")
 
 

@@ -177,3 +177,34 @@ def test_where_the_ws_pass_two_refuses_the_switch_falls_back_to_the_triton_pass(
     assert ws.n[:K].sum() > 0
     for off, on in zip(*out):  # float64 atomics: the same sums up to their order on a GPU
         torch.testing.assert_close(on, off, rtol=1e-12, atol=0)
+
+
+def test_the_statistics_lanes_are_a_bank_conflict_free_permutation_of_the_columns():
+    """Both warp-specialized kernels load the statistics' A operand through transposed_lift: per Triton's own bank
+    model (gl.bank_conflicts) the plain transpose conflicts (1 excess access a wavefront: the H200 counted 128
+    excess wavefronts a row tile) and the view does not, and lane m of each copy holds column
+    m % 4 + 16 (m // 4 % 2) + 4 (m // 8), as lane_columns says. Compiled for sm_90 in a child without the
+    interpreter (Gluon has none); nothing runs."""
+    import ast
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_ALWAYS_COMPILE": "1"}
+    p = subprocess.run([sys.executable, "-m", "kernels.tests.ring_view_probe"], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert re.search(r"conflicts 1 0\b", p.stdout), p.stdout
+    bases = ast.literal_eval(re.search(r"offset_bases=(\[\[.*?\]\])", p.stdout).group(1))
+    lane_of_column_bit = [lane for lane, row in bases[:5]]  # offset bits 0-4: a 128-byte row's 32 columns
+    assert all(row == 0 for _, row in bases[:5])
+    for m in range(32):
+        column = m % 4 + 16 * (m // 4 % 2) + 4 * (m // 8)
+        lane = 0
+        for bit in range(5):
+            if column >> bit & 1:
+                lane ^= lane_of_column_bit[bit]
+        assert lane == m, (m, column, lane)
+    assert bases[11] == [32, 0]  # the tile's second copy: lanes 32-63, the squares
