@@ -78,11 +78,19 @@ def _centered(X, center, rows, src, N, d, stride_x):
 
 
 @triton.jit
-def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
-    """Row tile of [x - c | (x - c)^2] formed in registers (X read once, X*X never
-    stored), zero in padded lanes, and the mask of rows that exist."""
+def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, GATHER: tl.constexpr = False):
+    """Row tile of [x - c | (x - c)^2] formed in registers (X*X never stored), zero in padded lanes, and the
+    mask of rows that exist. Each half of the lanes loads its own copy of X's columns, or with GATHER the
+    columns are loaded once and gathered into both halves (warp shuffles). Under fp64 GATHER halves X's
+    shared-memory staging and leaves the lifted tile a layout whose stores meet no bank twice:
+    harness.studies.shared_wavefronts counts 3584 -> 3008 wavefronts a row tile in the one pass at (32, 32), and
+    the sm_90 loop 1914 -> 1740 instructions. Under tf32x3 at d_pad 16 it adds stores, under ieee instructions."""
     lanes = tl.arange(0, 2 * D_PAD)
-    x, row_ok = _centered(X, center, rows, lanes % D_PAD, N, d, stride_x)
+    if GATHER:
+        x, row_ok = _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
+        x = tl.gather(x, tl.broadcast_to((lanes % D_PAD)[None, :], [x.shape[0], 2 * D_PAD]), axis=1)
+    else:
+        x, row_ok = _centered(X, center, rows, lanes % D_PAD, N, d, stride_x)
     return tl.where(lanes[None, :] < D_PAD, x, x * x), row_ok
 
 
@@ -93,17 +101,25 @@ def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
     return _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
 
 
+def gathers_rows(precision: str) -> bool:
+    """Whether the kernels' lifted tile gathers X's columns into both halves (:func:`lifted_rows`): under fp64,
+    where it is measured offline to cut shared-memory wavefronts and instructions at every fp64 shape."""
+    return precision == FP64
+
+
 @triton.jit
-def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr):
+def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr,
+               GATHER: tl.constexpr):
     """The row tile's A operands split as kernels/tf32x3.py splits them, and the mask of rows that exist.
     HALVES (the lift's halves contracted apart): x - c and (x - c)^2, each (high, low). Otherwise the
-    lifted tile [x - c | (x - c)^2]'s (high, low), returned for both pairs (the second one unused)."""
+    lifted tile [x - c | (x - c)^2]'s (high, low), returned for both pairs (the second one unused), X's columns
+    gathered into both halves with GATHER (:func:`lifted_rows`; :func:`gathers_rows` gives the launches' choice)."""
     if HALVES:
         xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
         x_hi, x_lo = tf32x3.split(xc, PRECISION)
         q_hi, q_lo = tf32x3.split(xc * xc, PRECISION)
     else:
-        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD)
+        xt, row_ok = lifted_rows(X, center, rows, N, d, stride_x, D_PAD, GATHER)
         x_hi, x_lo = tf32x3.split(xt, PRECISION)
         q_hi, q_lo = x_hi, x_lo
     return x_hi, x_lo, q_hi, q_lo, row_ok

@@ -24,8 +24,8 @@ from triton.runtime.errors import OutOfResources
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, program_count, sum_bounded, weight_arguments
-from kernels.lift import (accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
-                          statistics_accumulators)
+from kernels.lift import (accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
+                          split_weights, statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -37,7 +37,7 @@ def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
     N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
-    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr,
+    K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     pid = tl.program_id(0)
@@ -54,7 +54,8 @@ def _one_pass_kernel(
     ll_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     for tile in range(pid, n_tiles, num_programs):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES,
+                                                    GATHER)
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo, tl.zeros([BLOCK_N, K_PAD], bias.dtype),
                          PRECISION, HALVES)
         s += bias[None, :]
@@ -157,8 +158,8 @@ def _wgmma_shared_memory_limit(device_index: int) -> int | None:
 def launch_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """The kernel's compile-time parameters and launch options for these padded sizes
     (what it runs with, and what harness.studies.resources compiles offline)."""
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages, **cfg.register_cap())
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, PRECISION=precision, GATHER=gathers_rows(precision),
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())
 
 
 def _zeros(k_pad, d_pad, device):

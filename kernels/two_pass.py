@@ -25,8 +25,8 @@ import triton.language as tl
 
 from kernels import interpreter_compat, tf32x3
 from kernels.launch import LaunchConfig, statistics_pass_grid, weight_arguments
-from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, lifted_score, split_rows, split_weights,
-                          statistics_accumulators, weight_tile)
+from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
+                          split_weights, statistics_accumulators, weight_tile)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -36,14 +36,14 @@ def _normalizer_kernel(
     X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
     N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (kernels.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
+    PRECISION: tl.constexpr, GATHER: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     HALVES: tl.constexpr = D_PAD >= 64  # the lift's halves contracted apart, as in one_pass.py
     lanes = tl.arange(0, 2 * D_PAD)
     cols = tl.arange(0, D_PAD)
-    x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
+    x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES, GATHER)
     acc = tl.float64 if PRECISION == "fp64" else tl.float32
     m = tl.full([BLOCK_N], SENTINEL_VALUE, dtype=acc)
     lam = tl.zeros([BLOCK_N], dtype=acc)
@@ -88,7 +88,7 @@ def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
     N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
     kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -100,7 +100,7 @@ def _statistics_kernel(
     n_sum = tl.zeros([BLOCK_K], dtype=bias.dtype)
     for tile in range(split, n_tiles, n_splits):
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES)
+        x_hi, x_lo, q_hi, q_lo, row_ok = split_rows(X, center, rows, N, d, stride_x, D_PAD, PRECISION, HALVES, GATHER)
         Lr = tl.load(L + rows, mask=row_ok, other=0.0)
         s = lifted_score(x_hi, x_lo, q_hi, q_lo, wm_hi, wm_lo, wq_hi, wq_lo,
                          tl.zeros([BLOCK_N, BLOCK_K], bias.dtype), PRECISION, HALVES)
@@ -163,14 +163,15 @@ def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
     meta = statistics_meta(cfg, W.shape[1], W.shape[0] // 2, precision)
     n_tiles = triton.cdiv(N, meta["BLOCK_N"])
     k_tiles, n_splits = statistics_pass_grid(K, meta["BLOCK_K"], n_tiles, X.device, cfg)
-    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), *W.stride(), n_tiles, n_splits,
-                                            **meta, **weight_arguments(sample_weight))
+    _statistics_kernel[(k_tiles, n_splits)](X, center, W, b, L, n, su, N, d, X.stride(0), *W.stride(), n_tiles,
+                                            n_splits, **meta, **weight_arguments(sample_weight))
 
 
 def normalizer_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -> dict:
     """Pass 1's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.normalizer_block_n or cfg.block_n,
                 BLOCK_K=min(cfg.normalizer_block_k or cfg.block_k, k_pad), PRECISION=precision,
+                GATHER=gathers_rows(precision),
                 SENTINEL_VALUE=SENTINEL, num_warps=cfg.normalizer_warps or cfg.num_warps, num_stages=cfg.num_stages)
 
 
@@ -178,4 +179,5 @@ def statistics_meta(cfg: LaunchConfig, k_pad: int, d_pad: int, precision: str) -
     """Pass 2's compile-time parameters and launch options (also what harness.studies.resources compiles)."""
     block_k = min(cfg.block_k, k_pad)
     return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, PRECISION=precision,
+                GATHER=gathers_rows(precision),
                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.register_cap())

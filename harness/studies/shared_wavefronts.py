@@ -170,19 +170,21 @@ def analyze(ttgir: str, warps: int) -> dict:
 
 
 def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: LaunchConfig | None = None,
-           w_strides: dict | None = None) -> list[dict]:
+           w_strides: dict | None = None, meta: dict | None = None) -> list[dict]:
     """One row per Triton kernel of ``algorithm`` at (K, d): its loop's shared-memory accesses and wavefronts a
-    row tile. ``w_strides`` replaces W's strides as a launch passes them (resources.weight_strides)."""
+    row tile. ``w_strides`` replaces W's strides as a launch passes them (resources.weight_strides), ``meta``
+    entries of the launch meta (e.g. GATHER)."""
     refuse_interpreter()
     cfg = cfg or launch_config(algorithm, K, d, precision)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rows = []
-    for name, (fn, sig, meta) in triton_kernels(k_pad, d_pad, cfg, precision).items():
+    for name, (fn, sig, launch) in triton_kernels(k_pad, d_pad, cfg, precision).items():
         if not name.startswith(algorithm):
             continue
-        compiled = compile_triton_kernel(fn, {**sig, **(w_strides or {})}, meta)
-        found = analyze(compiled.asm["ttgir"], meta["num_warps"])
-        rows.append({"kernel": name, "K": K, "d": d, "precision": precision, "BLOCK_N": meta["BLOCK_N"], **found})
+        launch = {**launch, **(meta or {})}
+        compiled = compile_triton_kernel(fn, {**sig, **(w_strides or {})}, launch)
+        found = analyze(compiled.asm["ttgir"], launch["num_warps"])
+        rows.append({"kernel": name, "K": K, "d": d, "precision": precision, "BLOCK_N": launch["BLOCK_N"], **found})
     return rows
 
 
@@ -192,9 +194,14 @@ def main(argv=None) -> None:
     p.add_argument("--w-storage", choices=("launch", "rows"), default="launch",
                    help="W as a launch stores it (kernels.lift.weights_buffer) or row-major at every precision "
                         "(components contiguous: fp64's storage before 2026-12-05)")
+    p.add_argument("--x-columns", choices=("launch", "twice"), default="launch",
+                   help="the lifted tile as a launch forms it (kernels.lift.gathers_rows) or each half loading its own "
+                        "copy of X's columns (fp64's form before 2026-12-05)")
     a = p.parse_args(argv)
     w_strides = {"stride_wl": "i32", "stride_wk": 1} if a.w_storage == "rows" else None
-    for row in report(a.K, a.d, a.algorithm, a.precision, parse_config(a.config) if a.config else None, w_strides):
+    meta = {"GATHER": False} if a.x_columns == "twice" else None
+    cfg = parse_config(a.config) if a.config else None
+    for row in report(a.K, a.d, a.algorithm, a.precision, cfg, w_strides, meta):
         print(json.dumps(row), flush=True)
 
 

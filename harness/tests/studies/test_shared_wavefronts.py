@@ -47,7 +47,8 @@ def test_the_fp64_one_pass_prediction_matches_its_nsight_compute_counts():
     with open(NCU_FP64, newline="") as f:
         header, _, values = list(csv.reader(f))[:3]
     ncu = {k: float(v.replace(",", "")) for k, v in zip(header, values) if k.startswith("l1tex__data_")}
-    (row,) = study("--K", "32", "--d", "32", "--algorithm", "one_pass", "--precision", "fp64", "--w-storage", "rows")
+    (row,) = study("--K", "32", "--d", "32", "--algorithm", "one_pass", "--precision", "fp64", "--w-storage", "rows",
+                   "--x-columns", "twice")
     for op, op_ncu in (("load", "ld"), ("store", "st")):
         counted = ncu[f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op_ncu}.sum"]
         excess = ncu[f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{op_ncu}.sum"]
@@ -56,12 +57,17 @@ def test_the_fp64_one_pass_prediction_matches_its_nsight_compute_counts():
         assert (tile["wavefronts"] - tile["fewest"]) * TILES_20M == pytest.approx(excess, rel=0.10), op
 
 
-def test_lanes_contiguous_weights_make_the_fp64_score_operand_conflict_free():
+def test_lanes_contiguous_weights_and_gathered_columns_cut_the_fp64_one_pass_wavefronts():
     """kernels.lift.weights_buffer stores the fp64 W lanes-contiguous: its B-operand load takes the fewest
-    wavefronts, and the row tile's loads 17% fewer than with the row-major W (2944 -> 2432 at (32, 32))."""
+    wavefronts, the row tile's loads 17% fewer than with the row-major W (2944 -> 2432 at (32, 32)); gathering X's
+    columns into both halves of the lifted tile (kernels.lift.gathers_rows) makes its stores conflict-free."""
     shape = ("--K", "32", "--d", "32", "--algorithm", "one_pass", "--precision", "fp64")
-    (rows,), (launch,) = study(*shape, "--w-storage", "rows"), study(*shape)
-    w_load = [a for a in launch["accesses"] if a["op"] == "load" and a["shape"] == [64, 32]][0]  # W, the score's B
+    (before,), (w_only,), (launch,) = (study(*shape, "--w-storage", "rows", "--x-columns", "twice"),
+                                       study(*shape, "--x-columns", "twice"), study(*shape))
+    w_load = [a for a in w_only["accesses"] if a["op"] == "load" and a["shape"] == [64, 32]][0]  # W, the score's B
     assert w_load["swizzle"]["order"] == [0, 1] and w_load["wavefronts"] == w_load["fewest"]
-    assert launch["tile"]["load"]["wavefronts"] <= 0.85 * rows["tile"]["load"]["wavefronts"]
-    assert launch["tile"]["store"] == rows["tile"]["store"]
+    assert w_only["tile"]["load"]["wavefronts"] <= 0.85 * before["tile"]["load"]["wavefronts"]
+    assert w_only["tile"]["store"] == before["tile"]["store"]
+    stores = launch["tile"]["store"]
+    assert stores["wavefronts"] == stores["fewest"] < before["tile"]["store"]["wavefronts"]
+    assert launch["tile"]["load"]["wavefronts"] <= w_only["tile"]["load"]["wavefronts"]
