@@ -103,7 +103,8 @@ def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
 
 def gathers_rows(precision: str) -> bool:
     """Whether the kernels' lifted tile gathers X's columns into both halves (:func:`lifted_rows`): under fp64,
-    where it is measured offline to cut shared-memory wavefronts and instructions at every fp64 shape."""
+    where an sm_90 compile has fewer loop instructions and harness.studies.shared_wavefronts fewer shared-memory
+    wavefronts at every fp64 shape of Table 1 (kernel_measure/NOTES.md, 2026-12-05; not yet timed)."""
     return precision == FP64
 
 
