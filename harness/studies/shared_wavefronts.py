@@ -8,7 +8,9 @@ linear layout of it) and the swizzled shared layout, groups registers into the v
 memory serves them: a 16-byte access a quarter warp at a time, an 8-byte one a half warp at a time, narrower ones
 the whole warp; in each, the most distinct 4-byte words any one of the 32 banks must deliver. Every warp of the
 program is taken to do what warp 0 does. On the fp64 one pass at 20M_32_32 (207e226's layouts) it predicts
-920M load and 360M store wavefronts where Nsight Compute counted 962M and 383M (tests/studies/test_shared_wavefronts).
+920M load and 360M store wavefronts where Nsight Compute counted 962M and 383M
+(harness/tests/studies/test_shared_wavefronts.py). Layouts other than Triton's swizzled shared ones (the NVMMA
+layouts of wgmma operands and TMA) are left out; Gluon's gl.bank_conflicts covers those.
 
     python -m harness.studies.shared_wavefronts --K 32 --d 32 --algorithm one_pass --precision fp64
 """
