@@ -16,6 +16,7 @@ layouts of wgmma operands and TMA) are left out; Gluon's gl.bank_conflicts cover
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -91,7 +92,8 @@ def linear_layouts(requests: list[tuple[str, list[int]]], warps: int) -> list[di
     found = re.findall(r"reg_bases=(\[.*?\]), lane_bases=(\[.*?\]), warp_bases=(\[.*?\]), block_bases", p.stdout)
     if len(found) != len(requests):
         raise RuntimeError(f"layout probe printed {len(found)} of {len(requests)} layouts:\n{p.stderr[-2000:]}")
-    return [{"reg": json.loads(r), "lane": json.loads(lane), "warp": json.loads(w)} for r, lane, w in found]
+    bases = [[list(map(list, ast.literal_eval(b))) for b in f] for f in found]  # lists, or tuples for a linear layout
+    return [{"reg": r, "lane": lane, "warp": w} for r, lane, w in bases]
 
 
 def _coordinate(bases: list[list[int]], index: int) -> list[int]:
