@@ -75,7 +75,7 @@ def test_lanes_contiguous_weights_and_gathered_columns_cut_the_fp64_one_pass_wav
 
 def test_linear_layouts_reads_a_distributed_linear_layout_back():
     """A TTGIR #linear register layout goes to the probe as a Gluon DistributedLinearLayout, which prints its bases
-    as tuples: they come back as the same bases (the fp64 one pass's Γ stored transposed meets one)."""
+    as tuples: they come back as the same bases."""
     from harness.studies.shared_wavefronts import linear_layouts
 
     reg, lane, warp = [[1, 0], [0, 8], [8, 0], [16, 0]], [[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]], [[0, 16], [0, 32]]
