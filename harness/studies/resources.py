@@ -4,7 +4,8 @@ Compiles Algorithm 2's and Algorithm 3's kernels (and the Gluon warp-specialized
 the launch config takes them), or with --covariance full those of kernels/full, for sm_90 (Hopper)
 with Triton's own ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
 memory per program, how many programs fit on one multiprocessor by each of those limits,
-and the global atomics and memory barriers in the SASS. The register and shared-memory
+and the global atomics and memory barriers in the SASS; for the warp-specialized kernels also why ptxas
+serialized their wgmma, if it did (``wgmma_serialized``: its -v advice, which Triton's compile does not print). The register and shared-memory
 budget decides how many warps hide the exponentials and loads behind the tensor cores.
 
     python -m harness.studies.resources --K 512 --d 32 --algorithm two_pass \\
@@ -171,8 +172,8 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False):
 
 def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -> dict:
     """The warp-specialized one pass's sm_90 compile at K (d_pad = 32): :func:`_usage` at its 12 warps, plus
-    what its schedule relies on -- setmaxnreg's register split, the planned shared memory, and the SASS counts
-    of the tensor-core products, their waits, and the spill loads and stores."""
+    what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
+    of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
     k_pad = pow2_at_least_16(K)
@@ -185,10 +186,10 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -
     try:
         compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     except Exception as e:  # a configuration that does not compile is a finding, not a crash
-        return {**row, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"}
+        return {**row, "error": compile_error(e)}
     sass = _sass(compiled)
     schedule = Counter(re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|WARPGROUP\.ARRIVE|STL|LDL|MUFU\.EX2)\b", sass))
-    return {**row, **_usage(compiled, 12),
+    return {**row, **_usage(compiled, 12), "wgmma_serialized": wgmma_serialized(compiled),
             "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
                                                 compiled.asm["ptx"]))),
             "sass_schedule": dict(sorted(schedule.items()))}
@@ -196,6 +197,36 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -
 
 def _cuobjdump() -> Path:
     return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+
+
+def compile_error(e: Exception) -> str:
+    """A failed compile as a row's error: the innermost cause (a CompilationError's own text is where it failed, a
+    caret under the source line; its cause says what failed), type and last line."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    lines = str(e).strip().splitlines() or [""]
+    return f"{type(e).__name__}: {lines[-1][:300]}"
+
+
+# ptxas's advice when it gives up pipelining a kernel's wgmma (each then waits for the one before), e.g. C7515
+# "... serialized due to non wgmma instructions defining accumulator registers of a wgmma between start and end of
+# the pipeline stage" or C7512 "... due to insufficient register resources"; Triton's compile does not print it
+WGMMA_SERIALIZED = re.compile(r"wgmma\.mma_async instructions are serialized due to (.+?)(?: in| for) the function")
+
+
+def wgmma_serialized(compiled) -> str | None:
+    """Why ptxas serialized the kernel's wgmma (None when it kept them pipelined): its own ``-v`` report of the
+    compiled PTX (the PTX carries the launch's .maxnreg, so the register budget is the launch's)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = Path(tmp) / "kernel.ptx"
+        ptx.write_text(compiled.asm["ptx"])
+        arch = f"sm_{compiled.metadata.target.arch}a"  # wgmma and setmaxnreg are sm_90a instructions
+        err = subprocess.run([get_ptxas(compiled.metadata.target.arch).path, f"-arch={arch}", "-v", str(ptx),
+                              "-o", str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True, check=True).stderr
+    m = WGMMA_SERIALIZED.search(err)
+    return m.group(1) if m else None
 
 
 def refuse_interpreter() -> None:
@@ -221,7 +252,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
         try:
             compiled = compile_triton_kernel(fn, sig, meta)
         except Exception as e:  # e.g. shared memory over the limit: a finding, not a crash
-            rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+            rows.append({**row, "error": compile_error(e)})
             continue
         rows.append({**row, **_usage(compiled, warps), "ptx_f64_mma": dmma_count(compiled.asm["ptx"])})
     if algorithm == "two_pass" and precision == "tf32x3" and cfg.warp_specialized_pass2 and d_pad == 32:
@@ -230,9 +261,10 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
                "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"],
                **{k: v for k, v in constexprs.items() if k.startswith("BLOCK")}}
         try:  # registers: the launch's 128 a thread; setmaxnreg gives the compute warpgroup 232, the loader 24
-            rows.append({**row, **_usage(triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options), 8)})
+            compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+            rows.append({**row, **_usage(compiled, 8), "wgmma_serialized": wgmma_serialized(compiled)})
         except Exception as e:
-            rows.append({**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+            rows.append({**row, "error": compile_error(e)})
     if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass and d_pad == 32
             and k_pad <= 128):
         rows.append(ws_one_pass_report(K))
@@ -264,10 +296,7 @@ def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflo
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
         except Exception as e:  # e.g. a COLS that is no power of two: a finding, not a crash
-            while e.__cause__ is not None:  # a CompilationError's own text is where, its innermost cause what
-                e = e.__cause__
-            what = str(e).strip().split("\n")[-1]
-            rows.append({**row, "error": f"{type(e).__name__}: {what[:160]}"})
+            rows.append({**row, "error": compile_error(e)})
             continue
         sass = _sass(compiled)
         rows.append({**row, **_usage(compiled, cfg.num_warps),
