@@ -8,8 +8,9 @@
 conf, ...) into ``--dir`` with a manifest; a GPU machine gets no ``.git``, so the trees travel as those files.
 ``run`` unpacks each tree and runs ``python -m harness.studies.measure ARGS`` (``--module`` another study that takes
 ``--out``) from it, ``TURBO_GMM_COMMIT`` set to its commit, in ABBA order over ``--repeats`` rounds (A B, then
-B A, ...): on the H200 the tree timed first in a call was the faster one at every shape of the 2026-12-05 A/B
-(kernel_measure/ab_ws_lanes_fp64_gather_2026-12-05_ba00fcb.csv), so a fixed order biases the ratio. Every row
+B A, ...): the 2026-12-05 A/B on the H200 timed the base tree first in both of its rounds, and the same tree moved
+by up to 22% between them at K = 32 (kernel_measure/ab_ws_lanes_fp64_gather_2026-12-05_ba00fcb.csv), more than the
+difference it was after, so a fixed order can pass drift off as a speed-up. Every row
 gets ``tree`` (the commit), ``round`` and ``position``; the CSV is rewritten after each study, so a call cut by
 its time limit still returns what ran.
 """
