@@ -5,8 +5,9 @@ the launch config takes them), or with --covariance full those of kernels/full, 
 with Triton's own ptxas and reports, per kernel: registers per thread, local-memory stack (spills), shared
 memory per program, how many programs fit on one multiprocessor by each of those limits,
 and the global atomics and memory barriers in the SASS; for the warp-specialized kernels also why ptxas
-serialized their wgmma, if it did (``wgmma_serialized``: its -v advice, which Triton's compile does not print). The register and shared-memory
-budget decides how many warps hide the exponentials and loads behind the tensor cores.
+serialized their wgmma, if it did (``wgmma_serialized``: its -v advice, which Triton's compile does not
+print). The register and shared-memory budget decides how many warps hide the exponentials and loads behind
+the tensor cores.
 
     python -m harness.studies.resources --K 512 --d 32 --algorithm two_pass \\
         --config block_n=64,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8

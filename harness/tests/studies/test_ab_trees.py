@@ -15,7 +15,9 @@ a = p.parse_args()
 if VERSION == "broken":
     sys.exit("no kernel for " + a.shape)
 with open(a.out, "w", newline="") as f:
-    w = csv.writer(f); w.writerow(["shape", "version", "commit_seen"]); w.writerow([a.shape, VERSION, os.environ["TURBO_GMM_COMMIT"]])
+    w = csv.writer(f)
+    w.writerow(["shape", "version", "commit_seen"])
+    w.writerow([a.shape, VERSION, os.environ["TURBO_GMM_COMMIT"]])
 '''
 
 
