@@ -82,7 +82,7 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
     if algorithm == "one_pass":
         ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS)
         if d_pad >= 128:
-            return LaunchConfig(block_n=32, num_warps=4, num_stages=1)
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **ws)
         if d_pad == 32 and k_pad >= 64:
             # results/h200/kernel_measure/tune_*_e5c5ab2.csv (2026-11-30): the tiles below need 122 KB (32 rows x 2 stages at
             # K_pad 128) and 131 KB (64 rows x 3 stages at K_pad 64) of shared memory, so one program fits per SM;
@@ -93,10 +93,10 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
             # 168-register cap fits three programs per SM (4M_16_64 1.83 -> 1.62 ms); at K_pad 32, 64 rows
             # in two stages (4M_32_64 2.24 -> 1.52 ms).
             if k_pad == 16:
-                return LaunchConfig(block_n=32, num_warps=4, num_stages=1, max_registers=168, programs_per_sm=3)
-            return LaunchConfig(block_n=64, num_warps=4, num_stages=2)
+                return LaunchConfig(block_n=32, num_warps=4, num_stages=1, max_registers=168, programs_per_sm=3, **ws)
+            return LaunchConfig(block_n=64, num_warps=4, num_stages=2, **ws)
         if k_pad >= 128 or d_pad >= 64:
-            return LaunchConfig(block_n=32, num_warps=4, num_stages=2)
+            return LaunchConfig(block_n=32, num_warps=4, num_stages=2, **(ws if d_pad == 64 else {}))
         return LaunchConfig(block_n=64, num_warps=4, num_stages=3, **(ws if d_pad == 32 else {}))
     if d_pad >= 128:
         return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)

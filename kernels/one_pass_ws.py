@@ -51,9 +51,11 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
 from kernels.two_pass_ws import exp_ftz, lane_columns, row_tile_loader, tf32_high, transposed_lift
 
-D_PAD = 32  # the one lane width this kernel takes: 2 * D_PAD = 64 lifted lanes = wgmma's M for one warpgroup
-BLOCK_N = 64  # rows per tile: wgmma's M for the score
-K_PADS = (16, 32, 64, 128)  # the component widths it takes (W, Gamma and the accumulators on chip)
+BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
+K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the component widths it takes per d_pad (W,
+# Gamma and the accumulators on chip; past d_pad = 32 one set of running sums per chunk: K_PAD * D_PAD / 64
+# registers a thread, within the consumers' 240 up to K_pad * d_pad = 4096)
+BOX_COLUMNS = 32  # TMA's box: one 128-byte swizzle of float32
 CONSUMERS = 2
 LOADER_REGISTERS = 24
 CONSUMER_REGISTERS = 240  # (168 * 12 - 24 * 4) / 8: what the loader's warpgroup leaves to the two consumers
@@ -80,21 +82,73 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _chunk_lanes(lanes, CHUNK: gl.constexpr, D_PAD: gl.constexpr):
+    """The lifted lane (h * D_PAD + column of X, h = 1 for (x - c)^2) that lane ``lanes`` of the statistics' A
+    operand chunk CHUNK holds (:func:`_chunk_view`). At D_PAD = 32 the one chunk is the two copies of the tile:
+    two_pass_ws.lane_columns. Wider, chunk q < PAIRS holds x - c of column blocks 2p and 2p + 1 (p = q), chunk
+    q >= PAIRS their squares (p = q - PAIRS), each block's 32 lanes in lane_columns' order."""
+    BLOCKS: gl.constexpr = D_PAD // 32
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    if BLOCKS == 1:
+        return lane_columns(lanes, D_PAD)
+    else:
+        return (CHUNK // PAIRS) * D_PAD + 64 * (CHUNK % PAIRS) + lane_columns(lanes, 32)
+
+
+@gluon.jit
+def _chunk_view(ring, stage, CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
+    """Chunk CHUNK of the statistics' A operand (64 lifted lanes x BLOCK_N rows, still to be centered and, for the
+    squared lanes, squared): a pair of the stage's 32-column blocks transposed (two_pass_ws.transposed_lift)."""
+    BLOCKS: gl.constexpr = D_PAD // 32
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    return transposed_lift(ring.index(stage * PAIRS + CHUNK % PAIRS), BLOCK_N, 32)
+
+
+@gluon.jit
+def _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, CHUNK: gl.constexpr, a_op: gl.constexpr,
+                      BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
+    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile: its A operand from the ring into
+    registers, centered, squared where its lanes are (x - c)^2, split into TF32 halves, against Gamma's halves."""
+    BLOCKS: gl.constexpr = D_PAD // 32
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
+    lifted = _chunk_lanes(lanes, CHUNK, D_PAD)
+    xt = _chunk_view(ring, stage, CHUNK, BLOCK_N, D_PAD).load(a_op) - gl.load(center + lifted % D_PAD)[:, None]
+    if BLOCKS == 1:
+        xt = gl.where((lanes >= D_PAD)[:, None], xt * xt, xt)
+    elif CHUNK >= PAIRS:
+        xt = xt * xt
+    xt_hi = tf32_high(xt)
+    xt_lo = xt - xt_hi
+    su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (64, K_PAD): 64 == BLOCK_N
+    su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
+    su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+    return su, xt_hi, xt_lo
+
+
+@gluon.jit
+def _commit_chunk(su_out, su_run, CHUNK: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr):
+    mma: gl.constexpr = su_run.type.layout
+    comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
+    lifted = _chunk_lanes(gl.arange(0, 64, layout=gl.SliceLayout(1, mma)), CHUNK, D_PAD)
+    gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + lifted[:, None], su_run.to(gl.float64), sem="relaxed")
+
+
+@gluon.jit
 def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
              n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
              BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
     """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
     n, [s | u] and ell. WEIGHTED: a row's sample weight (``sw``, read beside its tile) scales its
-    responsibilities and its ell, as in the Triton kernel."""
-    LANES: gl.constexpr = 2 * D_PAD
-    gl.static_assert(LANES == BLOCK_N, "the score's and the statistics' accumulators share one shape")
-    stages: gl.constexpr = ring.type.shape[0]
+    responsibilities and its ell, as in the Triton kernel. Past D_PAD = 32 the score is taken 32 columns at a
+    time (six products each, one wait each: all four blocks' TF32 operands would take 256 registers) and the
+    statistics in D_PAD / 32 chunks of 64 lifted lanes (:func:`_chunk_lanes`), each with its own running sums."""
+    gl.static_assert(BLOCK_N == 64, "the score's and the statistics' accumulators share one shape")
+    BLOCKS: gl.constexpr = D_PAD // 32
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    stages: gl.constexpr = ring.type.shape[0] // PAIRS
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
-    wh_lin = w_smem.index(0).permute((1, 0))  # (D_PAD, K_PAD) views of W^T's halves: the score's B operands
-    wl_lin = w_smem.index(1).permute((1, 0))
-    wh_sq = w_smem.index(2).permute((1, 0))
-    wl_sq = w_smem.index(3).permute((1, 0))
     SHARED_GAMMA: gl.constexpr = gh_all.type.shape[0] == 1  # one Gamma buffer for both consumers, in turn
     if SHARED_GAMMA:
         gh_smem = gh_all.index(0)
@@ -105,12 +159,12 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
-    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
+    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
     c = gl.load(center + cols)[None, :]
-    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]  # the statistics' lanes: transposed_lift
-    squared = (lanes >= D_PAD)[:, None]
-    comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
+    if BLOCKS == 1:  # the statistics' one chunk: its lanes' centers, and which lanes are squared
+        lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
+        c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
+        squared = (lanes >= D_PAD)[:, None]
     zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
     # n: at K_PAD <= N_TILE_MAX_K_PAD Gamma tiles are summed elementwise in the score's layout and reduced over
     # rows once, after the sweep: a tile's column sum crosses the warpgroup's four warps through shared memory
@@ -124,7 +178,12 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         n_run = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
     else:
         n_run = gl.zeros([K_PAD], gl.float32, per_thread)
-    su_run = gl.zeros([LANES, K_PAD], gl.float32, mma)  # [s | u]^T
+    su_run0 = gl.zeros([64, K_PAD], gl.float32, mma)  # [s | u]^T, chunk by chunk (_chunk_lanes)
+    if BLOCKS >= 2:
+        su_run1 = gl.zeros([64, K_PAD], gl.float32, mma)
+    if BLOCKS >= 4:
+        su_run2 = gl.zeros([64, K_PAD], gl.float32, mma)
+        su_run3 = gl.zeros([64, K_PAD], gl.float32, mma)
     ll_run = gl.zeros([BLOCK_N], gl.float64, gl.SliceLayout(1, mma))
 
     program_tiles = (n_tiles - first + stride - 1) // stride
@@ -135,24 +194,43 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         rows = (first + j * stride) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
         row_ok = rows < N
         mbarrier.wait(ready.index(stage), (j // stages) & 1)
-        both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d (TMA's fill)
-        lin = both.slice(0, BLOCK_N).load(a_op) - c
-        sq = lin * lin
-        lin_hi = tf32_high(lin)
-        lin_lo = lin - lin_hi
-        sq_hi = tf32_high(sq)
-        sq_lo = sq - sq_hi
 
-        turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-        # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the Triton kernel scores
-        s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
-        s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
-        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
-        s = warpgroup_mma(sq_hi, wl_sq, s, is_async=True)
-        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
-        s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
-        _pass_turn(turn, CONSUMER, PINGPONG)
-        s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+        if BLOCKS == 1:
+            lin = ring.index(stage).slice(0, BLOCK_N).load(a_op) - c
+            sq = lin * lin
+            lin_hi = tf32_high(lin)
+            lin_lo = lin - lin_hi
+            sq_hi = tf32_high(sq)
+            sq_lo = sq - sq_hi
+            turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the Triton kernel scores
+            s = warpgroup_mma(lin_lo, w_smem.index(0).permute((1, 0)), zero, use_acc=False, is_async=True)
+            s = warpgroup_mma(sq_lo, w_smem.index(2).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(lin_hi, w_smem.index(1).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(sq_hi, w_smem.index(3).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(lin_hi, w_smem.index(0).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(sq_hi, w_smem.index(2).permute((1, 0)), s, is_async=True)
+            _pass_turn(turn, CONSUMER, PINGPONG)
+            s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+        else:
+            turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            s = zero
+            for blk in gl.static_range(BLOCKS):  # W^T's halves of block blk: w_smem 4 blk + (0, 1, 2, 3)
+                lin = ring.index(stage * PAIRS + blk // 2).slice((blk % 2) * BLOCK_N, BLOCK_N).load(a_op)
+                lin = lin - gl.load(center + blk * 32 + cols)[None, :]
+                sq = lin * lin
+                lin_hi = tf32_high(lin)
+                lin_lo = lin - lin_hi
+                sq_hi = tf32_high(sq)
+                sq_lo = sq - sq_hi
+                s = warpgroup_mma(lin_lo, w_smem.index(4 * blk).permute((1, 0)), s, use_acc=blk > 0, is_async=True)
+                s = warpgroup_mma(sq_lo, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk + 1).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 3).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+            _pass_turn(turn, CONSUMER, PINGPONG)
 
         s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]  # per tile: held, it took K_PAD / 4 registers
         m = gl.max(s, 1)
@@ -174,21 +252,47 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
 
-        xt = transposed_lift(both, BLOCK_N, D_PAD).load(a_op) - c_t  # (LANES, BLOCK_N): [x - c | (x - c)^2]^T
-        xt = gl.where(squared, xt * xt, xt)
-        xt_hi = tf32_high(xt)
-        xt_lo = xt - xt_hi
-        fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
-        mbarrier.arrive(empty.index(stage), count=1)  # both A operands are in registers: the stage is free
-
-        turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-        su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (LANES, K_PAD): LANES == BLOCK_N
-        su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
-        su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
-        _pass_turn(turn, CONSUMER, PINGPONG)
-        su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
-        _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
-        su_run += su
+        if BLOCKS == 1:
+            # (LANES, BLOCK_N): [x - c | (x - c)^2]^T; both A operands in registers, so the stage is free
+            xt = transposed_lift(ring.index(stage), BLOCK_N, D_PAD).load(a_op) - c_t
+            xt = gl.where(squared, xt * xt, xt)
+            xt_hi = tf32_high(xt)
+            xt_lo = xt - xt_hi
+            fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
+            mbarrier.arrive(empty.index(stage), count=1)
+            turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (LANES, K_PAD): LANES == BLOCK_N
+            su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
+            su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+            _pass_turn(turn, CONSUMER, PINGPONG)
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+            _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
+            su_run0 += su
+        else:
+            fence_async_shared()  # Gamma's stores before wgmma reads them
+            turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 0, a_op, BLOCK_N, D_PAD)
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+            su_run0 += su
+            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 1, a_op, BLOCK_N, D_PAD)
+            if BLOCKS == 2:  # the chunk's A operand is in registers: the stage is free
+                fence_async_shared()
+                mbarrier.arrive(empty.index(stage), count=1)
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+            su_run1 += su
+            if BLOCKS >= 4:
+                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 2, a_op, BLOCK_N,
+                                                     D_PAD)
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+                su_run2 += su
+                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 3, a_op, BLOCK_N,
+                                                     D_PAD)
+                fence_async_shared()
+                mbarrier.arrive(empty.index(stage), count=1)
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+                su_run3 += su
+            _pass_turn(turn, CONSUMER, PINGPONG)
+            _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
 
     if PINGPONG and CONSUMER == 1:
         if program_tiles % 2 == 1:  # consumer 0 has one tile more: its last statistics phase waits for a token
@@ -200,8 +304,12 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     else:
         n_sum = n_run
     gl.atomic_add(n_out + n_comps, n_sum.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
-    su_lanes = lane_columns(gl.arange(0, LANES, layout=gl.SliceLayout(1, mma)), D_PAD)
-    gl.atomic_add(su_out + comps[None, :] * LANES + su_lanes[:, None], su_run.to(gl.float64), sem="relaxed")
+    _commit_chunk(su_out, su_run0, 0, K_PAD, D_PAD)
+    if BLOCKS >= 2:
+        _commit_chunk(su_out, su_run1, 1, K_PAD, D_PAD)
+    if BLOCKS >= 4:
+        _commit_chunk(su_out, su_run2, 2, K_PAD, D_PAD)
+        _commit_chunk(su_out, su_run3, 3, K_PAD, D_PAD)
     gl.atomic_add(ll_out, gl.sum(ll_run, 0), sem="relaxed")
 
 
@@ -213,8 +321,11 @@ def _one_pass_kernel_ws(
     GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
 ):
+    BLOCKS: gl.constexpr = D_PAD // 32  # 32-column blocks of X: TMA's box is at most one 128-byte swizzle wide
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2  # ring slots a stage takes: two 32-column blocks each (at d_pad = 32,
+    # the one block twice)
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
-    ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
+    ring = gl.allocate_shared_memory(gl.float32, [STAGES * PAIRS, 2 * BLOCK_N, 32], ring_layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # the tensor cores' token
@@ -226,17 +337,19 @@ def _one_pass_kernel_ws(
         mbarrier.init(turn.index(i), count=1)
         mbarrier.init(gamma_free.index(i), count=1)
 
-    # W^T, each lane half split into TF32 halves: (hi, lo) of x - c's lanes, then of (x - c)^2's
+    # W^T by 32-column block, each lane half split into TF32 halves: w_smem 4 blk + (hi, lo) of x - c's lanes,
+    # then 4 blk + 2 + (hi, lo) of (x - c)^2's
     lanes_fast: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
     kk = gl.arange(0, K_PAD, layout=gl.SliceLayout(1, lanes_fast))
-    lanes = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, lanes_fast))
+    lanes = gl.arange(0, 32, layout=gl.SliceLayout(0, lanes_fast))
     w_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
-    w_smem = gl.allocate_shared_memory(gl.float32, [4, K_PAD, D_PAD], w_layout)
-    for half in gl.static_range(2):
-        w = gl.load(W + (half * D_PAD + lanes)[None, :] * K_PAD + kk[:, None])
-        w_hi = tf32_high(w)
-        w_smem.index(2 * half).store(w_hi)
-        w_smem.index(2 * half + 1).store(w - w_hi)
+    w_smem = gl.allocate_shared_memory(gl.float32, [4 * BLOCKS, K_PAD, 32], w_layout)
+    for blk in gl.static_range(BLOCKS):
+        for half in gl.static_range(2):
+            w = gl.load(W + (half * D_PAD + blk * 32 + lanes)[None, :] * K_PAD + kk[:, None])
+            w_hi = tf32_high(w)
+            w_smem.index(4 * blk + 2 * half).store(w_hi)
+            w_smem.index(4 * blk + 2 * half + 1).store(w - w_hi)
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
                                                   transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
     # Gamma's high and low halves in two allocations: in one, the compiler's shared-memory hazard analysis took the
@@ -255,50 +368,51 @@ def _one_pass_kernel_ws(
                     N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
                     N, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-        (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride)),
+        (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
-def shared_bytes(k_pad: int, gamma_buffers: int, stages: int) -> int:
+def shared_bytes(k_pad: int, d_pad: int, gamma_buffers: int, stages: int) -> int:
     """Shared memory the kernel allocates: W^T's four TF32 halves, Gamma's TF32 halves (one buffer per
-    consumer, or one they share), the ring (each tile twice), b and the barriers; the compiler adds a few KB
-    of scratch for the reductions (SCRATCH_MARGIN)."""
+    consumer, or one they share), the ring (each tile's 32-column blocks, at d_pad = 32 its one block twice), b
+    and the barriers; the compiler adds a few KB of scratch for the reductions (SCRATCH_MARGIN)."""
     f32 = 4
-    words = 4 * k_pad * D_PAD + gamma_buffers * 2 * BLOCK_N * k_pad + stages * 2 * BLOCK_N * D_PAD + k_pad
+    ring_words = 2 * BLOCK_N * BOX_COLUMNS * max(1, d_pad // (2 * BOX_COLUMNS))
+    words = 4 * k_pad * d_pad + gamma_buffers * 2 * BLOCK_N * k_pad + stages * ring_words + k_pad
     return words * f32 + 8 * (2 * stages + 4)
 
 
-def shared_plan(k_pad: int) -> dict:
+def shared_plan(k_pad: int, d_pad: int = 32) -> dict:
     """Gamma buffers and ring stages: a buffer per consumer where that leaves a ring of MIN_STAGES, else one
     shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to MAX_STAGES."""
     gamma_buffers = CONSUMERS
-    if shared_bytes(k_pad, gamma_buffers, MIN_STAGES) + SCRATCH_MARGIN > SHARED_LIMIT:
+    if shared_bytes(k_pad, d_pad, gamma_buffers, MIN_STAGES) + SCRATCH_MARGIN > SHARED_LIMIT:
         gamma_buffers = 1
     stages = MAX_STAGES
-    while stages > MIN_STAGES and shared_bytes(k_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
+    while stages > MIN_STAGES and shared_bytes(k_pad, d_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
         stages -= 1
     return dict(GAMMA_BUFFERS=gamma_buffers, STAGES=stages)
 
 
 def refusal(X, W, precision: str = "tf32x3") -> str | None:
-    """Why this kernel cannot take the sweep (None when it can): tf32x3, d_pad = 32 with d a multiple of 4
-    (TMA's 16-byte row stride, rows contiguous), K_pad <= 128, a Hopper GPU."""
+    """Why this kernel cannot take the sweep (None when it can): tf32x3, d a multiple of 4 (TMA's 16-byte row
+    stride, rows contiguous), (d_pad, K_pad) in K_PADS, a Hopper GPU."""
     d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
     if (off := hopper_kernels_switched_off()) is not None:
         return off
     if precision != "tf32x3":
         return f"the warp-specialized one-pass kernel computes tf32x3 only; got precision {precision!r}"
-    if d_pad != D_PAD or d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or k_pad not in K_PADS:
-        return (f"the warp-specialized one-pass kernel takes d_pad = 32 with d a multiple of 4 (rows contiguous) "
-                f"and K_pad in {K_PADS}; got d = {d}, K_pad = {k_pad}")
+    if d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or k_pad not in K_PADS.get(d_pad, ()):
+        return (f"the warp-specialized one-pass kernel takes d a multiple of 4 (rows contiguous) and K_pad per d_pad "
+                f"in {K_PADS}; got d = {d} (d_pad {d_pad}), K_pad = {k_pad}")
     if not X.is_cuda or torch.cuda.get_device_capability(X.device)[0] != 9:
         return f"the warp-specialized one-pass kernel needs a Hopper GPU (sm_90); X is on {X.device}"
     return None
 
 
-def launch_meta(k_pad: int, pingpong: bool = False) -> dict:
+def launch_meta(k_pad: int, d_pad: int = 32, pingpong: bool = False) -> dict:
     """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles)."""
-    return dict(K_PAD=k_pad, D_PAD=D_PAD, BLOCK_N=BLOCK_N, **shared_plan(k_pad), PINGPONG=pingpong,
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=BLOCK_N, **shared_plan(k_pad, d_pad), PINGPONG=pingpong,
                 CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
                 num_warps=4, maxnreg=LAUNCH_REGISTERS)
 
@@ -322,12 +436,12 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     if why:
         raise ValueError(why)
     N, d = X.shape
-    k_pad = W.shape[1]
+    d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     n, su, ll = out
-    x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, D_PAD], x_layout())
+    x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, BOX_COLUMNS], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
     programs = program_count(n_tiles, X.device, sum_tiles)
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **launch_meta(k_pad, pingpong),
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **launch_meta(k_pad, d_pad, pingpong),
                                      **weight_arguments(sample_weight))
     return n, su, ll
 

@@ -70,19 +70,21 @@ def lane_columns(lanes, D_PAD: gl.constexpr):
 
 
 @gluon.jit
-def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride):
-    """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles, twice, into the
-    next free stage of the ring."""
-    stages: gl.constexpr = ring.type.shape[0]
-    block_n: gl.constexpr = x_desc.block_type.shape[0]  # a stage holds the tile twice: (2 * block_n, D_PAD)
+def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: gl.constexpr = 1):
+    """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles into the next free
+    stage of the ring. A stage is (BLOCKS + 1) // 2 ring slots of two (block_n, 32) boxes: the tile's BLOCKS
+    32-column blocks in turn, or at BLOCKS = 1 its one block twice."""
+    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    stages: gl.constexpr = ring.type.shape[0] // PAIRS
+    block_n: gl.constexpr = x_desc.block_type.shape[0]
     i = 0
     for tile in range(first, n_tiles, stride):
         stage = i % stages
         mbarrier.wait(empty.index(stage), ((i // stages) & 1) ^ 1)  # a fresh barrier passes phase 1
-        mbarrier.expect(ready.index(stage), 2 * x_desc.block_type.nbytes)
-        for copy in gl.static_range(2):
-            tma.async_copy_global_to_shared(x_desc, [tile * block_n, 0], ready.index(stage),
-                                            ring.index(stage).slice(copy * block_n, block_n))
+        mbarrier.expect(ready.index(stage), 2 * PAIRS * x_desc.block_type.nbytes)
+        for box in gl.static_range(2 * PAIRS):
+            tma.async_copy_global_to_shared(x_desc, [tile * block_n, (box % BLOCKS) * 32], ready.index(stage),
+                                            ring.index(stage * PAIRS + box // 2).slice((box % 2) * block_n, block_n))
         i += 1
 
 

@@ -153,37 +153,38 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}
 
 
-def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False):
-    """Algorithm 2 warp-specialized (Gluon, d_pad = 32) as kernels.one_pass_ws launches it: the kernel's source,
-    its compile-time parameters and launch options (``weighted``: with sample weights)."""
+def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32):
+    """Algorithm 2 warp-specialized (Gluon) as kernels.one_pass_ws launches it: the kernel's source, its
+    compile-time parameters and launch options (``weighted``: with sample weights)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from kernels import one_pass_ws
 
-    meta = one_pass_ws.launch_meta(k_pad, pingpong)
+    meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
     weight_sig, weight_constexprs = _weights_typed(weighted)
     constexprs.update(weight_constexprs)
-    desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.D_PAD}],{one_pass_ws.x_layout()!r}>"
+    desc = f"tensordesc<fp32[{one_pass_ws.BLOCK_N}, {one_pass_ws.BOX_COLUMNS}],{one_pass_ws.x_layout()!r}>"
     sig = {"x_desc": desc, "center": PTRS32, "W": PTRS32, "b": PTRS32, "n_out": PTRS64, "su_out": PTRS64,
            "ll_out": PTRS64, "N": I32, "n_tiles": I32, **weight_sig, **{k: "constexpr" for k in constexprs}}
     source = GluonASTSource(one_pass_ws._one_pass_kernel_ws, sig, constexprs=constexprs)
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
 
-def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -> dict:
-    """The warp-specialized one pass's sm_90 compile at K (d_pad = 32): :func:`_usage` at its 12 warps, plus
+def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32) -> dict:
+    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 12 warps, plus
     what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
-    k_pad = pow2_at_least_16(K)
-    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted)
-    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": one_pass_ws.D_PAD, "precision": "tf32x3", "num_warps": 12,
+    k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad)
+    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": 12,
            "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
            "weighted": weighted,
            "gamma_buffers": constexprs["GAMMA_BUFFERS"],
-           "shared_bytes_planned": one_pass_ws.shared_bytes(k_pad, constexprs["GAMMA_BUFFERS"], constexprs["STAGES"])}
+           "shared_bytes_planned": one_pass_ws.shared_bytes(k_pad, d_pad, constexprs["GAMMA_BUFFERS"],
+                                                            constexprs["STAGES"])}
     try:
         compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     except Exception as e:  # a configuration that does not compile is a finding, not a crash
@@ -194,6 +195,12 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False) -
             "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
                                                 compiled.asm["ptx"]))),
             "sass_schedule": dict(sorted(schedule.items()))}
+
+
+def one_pass_ws_k_pads() -> dict:
+    from kernels import one_pass_ws  # Gluon: imported where a warp-specialized report is asked for
+
+    return one_pass_ws.K_PADS
 
 
 def _cuobjdump() -> Path:
@@ -266,9 +273,9 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             rows.append({**row, **_usage(compiled, 8), "wgmma_serialized": wgmma_serialized(compiled)})
         except Exception as e:
             rows.append({**row, "error": compile_error(e)})
-    if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass and d_pad == 32
-            and k_pad <= 128):
-        rows.append(ws_one_pass_report(K))
+    if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass
+            and k_pad in one_pass_ws_k_pads().get(d_pad, ())):
+        rows.append(ws_one_pass_report(K, d=d))
     return rows
 
 

@@ -46,14 +46,18 @@ def _sweep(ws, run):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("N,K,d", [(1023, 7, 32), (100_003, 33, 32), (5000, 100, 32), (64, 16, 32), (3001, 64, 28),
-                                   (70, 128, 20), (600_000, 64, 32)],
-                         ids=["1023x7", "100003x33", "5000x100", "one tile", "d=28", "70x128 d=20", "deep ring"])
+                                   (70, 128, 20), (600_000, 64, 32), (100_003, 16, 128), (5000, 20, 100),
+                                   (70_001, 33, 64), (3001, 16, 48), (300_000, 64, 64), (64, 32, 128)],
+                         ids=["1023x7", "100003x33", "5000x100", "one tile", "d=28", "70x128 d=20", "deep ring",
+                              "d=128", "d=100", "d=64 K_pad 64", "d=48", "deep ring d=64", "one tile d=128"])
 def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernels(N, K, d):
     """n, s, u per component and ell against float64 statistics of the same lift, relative to each component's
     own size: within 2e-6, or within twice the Triton kernel's error where that is larger (the score's tf32x3
     rounding, which both kernels share, sets a floor). Irregular N: row tiles past N come in as TMA's zero fill;
-    K_pad 16, 64 and 128 (one Gamma buffer shared by the two consumers); d < 32: columns past d zero-filled;
-    "one tile": the second consumer has no tile; "deep ring": ~70 tiles per program. Both schedules."""
+    K_pad 16, 64 and 128 (one Gamma buffer shared by the two consumers); d < d_pad: columns past d zero-filled
+    (at d = 100 the fourth 32-column block in part, at d = 48 the second); d_pad 64 and 128: the score by
+    32-column blocks and the statistics in chunks of 64 lanes; "one tile": the second consumer has no tile;
+    "deep ring": ~70 tiles per program. Both schedules."""
     import dataclasses
 
     from kernels.dispatch import launch_config
@@ -79,7 +83,8 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
 
 @pytest.mark.gpu
 @hopper
-def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows():
+@pytest.mark.parametrize("d", [32, 128])
+def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d):
     """Sample weights in {0, 1, 2, 3}: the warp-specialized kernel's n, [s | u] and ell are the Triton kernel's
     weighted ones, and those of the unweighted kernel on X with each row repeated that many times (0: dropped),
     to float32 rounding; all-one weights give the unweighted sums."""
@@ -89,7 +94,7 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows():
     from kernels.one_pass import one_pass_statistics
     from kernels.one_pass_ws import one_pass_statistics_ws
 
-    N, K, d = 100_003, 33, 32
+    N, K = 100_003, 33 if d == 32 else 16
     X, w, m, v = problem(N, K, d, seed=6)
     counts = torch.randint(0, 4, (N,), generator=torch.Generator().manual_seed(0)).to(X.device)
     weights = counts.float()
@@ -130,7 +135,8 @@ def test_both_schedules_give_the_same_sums(pingpong):
 
 @pytest.mark.gpu
 @hopper
-def test_a_graph_captured_fit_follows_the_triton_kernels_fit():
+@pytest.mark.parametrize("K,d", [(40, 32), (16, 128)])
+def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
     """kernels.fit through the LaunchConfig switch (10 iterations, graph-captured) against the same fit with the
     Triton one-pass kernel and against float64 EM: ell, variances and means no further from float64 EM than
     twice the Triton fit's distance (or 1e-6), and the two fits within 1e-5 of each other in ell per point."""
@@ -139,11 +145,11 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit():
     import kernels
     from kernels.dispatch import launch_config
 
-    X, w, m, v = problem(8000, 40, 32, seed=2)
+    X, w, m, v = problem(8000, K, d, seed=2)
     (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 10)
     fits, errors = [], []
     for switch in (0, 1):
-        cfg = dataclasses.replace(launch_config("one_pass", 40, 32), warp_specialized_one_pass=switch,
+        cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=switch,
                                   warp_specialized_one_pass_rows=0)
         r = kernels.fit(X, (w, m, v), 10, algorithm="one_pass", config=cfg)
         assert r.kernel == ("one_pass_ws" if switch else "one_pass")
@@ -160,13 +166,15 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit():
 
 
 @pytest.mark.parametrize("d,K,precision,why", [
-    (33, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
-    (30, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
-    (16, 64, "tf32x3", "d_pad = 32 with d a multiple of 4"),
-    (32, 200, "tf32x3", r"K_pad in \(16, 32, 64, 128\)"),
+    (66, 64, "tf32x3", "d_pad 128"),
+    (30, 64, "tf32x3", "d a multiple of 4"),
+    (16, 64, "tf32x3", "d_pad 16"),
+    (32, 200, "tf32x3", "K_pad = 256"),
+    (64, 128, "tf32x3", "K_pad = 128"),
     (32, 64, "ieee", "tf32x3 only"),
     (32, 64, "tf32x3", "needs a Hopper GPU"),
-], ids=["d_pad 64", "d not a multiple of 4", "d_pad 16", "K_pad 256", "ieee", "on the CPU"])
+], ids=["K_pad 64 at d_pad 128", "d not a multiple of 4", "d_pad 16", "K_pad 256", "K_pad 128 at d_pad 64", "ieee",
+        "on the CPU"])
 def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
     from kernels.lift import pow2_at_least_16
     from kernels.one_pass_ws import one_pass_statistics_ws, refusal
@@ -210,15 +218,15 @@ def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(
 
 def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
     """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
-    K_pad = 128; the plan leaves the compiler's scratch margin under the H200's per-program limit."""
+    (K_pad, d_pad) = (128, 32); the plan leaves the compiler's scratch margin under the H200's per-program limit."""
     from kernels import one_pass_ws as ows
 
-    plans = {k: ows.shared_plan(k) for k in ows.K_PADS}
-    assert [p["GAMMA_BUFFERS"] for p in plans.values()] == [2, 2, 2, 1]
-    for k, p in plans.items():
+    plans = {(k, d): ows.shared_plan(k, d) for d, ks in ows.K_PADS.items() for k in ks}
+    assert [k for k, p in plans.items() if p["GAMMA_BUFFERS"] == 1] == [(128, 32)]
+    for (k, d), p in plans.items():
         assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
-        assert ows.shared_bytes(k, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
-    assert ows.shared_bytes(128, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
+        assert ows.shared_bytes(k, d, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
+    assert ows.shared_bytes(128, 32, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
 
 
 @pytest.mark.parametrize("module", ["one_pass_ws", "two_pass_ws"])
