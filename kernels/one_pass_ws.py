@@ -291,27 +291,29 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         else:
             fence_async_shared()  # Gamma's stores before wgmma reads them
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
+            # chunk q + 1 is loaded and split while chunk q's products run
             hi, lo = _chunk_operand(ring, stage, center, 0, a_op, BLOCK_N, D_PAD)
             su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
-            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
-            su_run0 += su
-            hi, lo = _chunk_operand(ring, stage, center, 1, a_op, BLOCK_N, D_PAD)
+            next_hi, next_lo = _chunk_operand(ring, stage, center, 1, a_op, BLOCK_N, D_PAD)
             if BLOCKS == 2:  # every A operand is in registers: the stage is free
                 fence_async_shared()
                 mbarrier.arrive(empty.index(stage), count=1)
-            su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
             su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
-            su_run1 += su
+            su_run0 += su
+            su = _chunk_products(next_hi, next_lo, gh_smem, gl_smem, zero)
             if BLOCKS >= 4:
                 hi, lo = _chunk_operand(ring, stage, center, 2, a_op, BLOCK_N, D_PAD)
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, next_hi, next_lo))
+            su_run1 += su
+            if BLOCKS >= 4:
                 su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
-                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
-                su_run2 += su
-                hi, lo = _chunk_operand(ring, stage, center, 3, a_op, BLOCK_N, D_PAD)
+                next_hi, next_lo = _chunk_operand(ring, stage, center, 3, a_op, BLOCK_N, D_PAD)
                 fence_async_shared()
                 mbarrier.arrive(empty.index(stage), count=1)
-                su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
                 su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
+                su_run2 += su
+                su = _chunk_products(next_hi, next_lo, gh_smem, gl_smem, zero)
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, next_hi, next_lo))
                 su_run3 += su
             _pass_turn(turn, CONSUMER, PINGPONG)
             _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
