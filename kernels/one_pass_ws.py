@@ -105,29 +105,25 @@ def _chunk_view(ring, stage, CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, D_PAD: 
 
 
 @gluon.jit
-def _chunk_operand(ring, stage, center, CHUNK: gl.constexpr, a_op: gl.constexpr, BLOCK_N: gl.constexpr,
-                   D_PAD: gl.constexpr):
-    """Chunk CHUNK of the statistics' A operand (64 lifted lanes x BLOCK_N rows) from the ring into registers,
-    centered, squared where its lanes are (x - c)^2, as TF32 halves (hi, lo)."""
+def _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, CHUNK: gl.constexpr, a_op: gl.constexpr,
+                      BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
+    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile: its A operand from the ring into
+    registers, centered, squared where its lanes are (x - c)^2, split into TF32 halves, against Gamma's halves."""
     BLOCKS: gl.constexpr = D_PAD // 32
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2
     lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
-    xt = _chunk_view(ring, stage, CHUNK, BLOCK_N, D_PAD).load(a_op)
-    xt = xt - gl.load(center + _chunk_lanes(lanes, CHUNK, D_PAD) % D_PAD)[:, None]
+    lifted = _chunk_lanes(lanes, CHUNK, D_PAD)
+    xt = _chunk_view(ring, stage, CHUNK, BLOCK_N, D_PAD).load(a_op) - gl.load(center + lifted % D_PAD)[:, None]
     if BLOCKS == 1:
         xt = gl.where((lanes >= D_PAD)[:, None], xt * xt, xt)
     elif CHUNK >= PAIRS:
         xt = xt * xt
-    hi = tf32_high(xt)
-    return hi, xt - hi
-
-
-@gluon.jit
-def _chunk_products(hi, lo, gh_smem, gl_smem, zero):
-    """A chunk's [s | u]^T (64 lifted lanes x K_PAD) against Gamma's TF32 halves, into a fresh accumulator."""
-    su = warpgroup_mma(lo, gh_smem, zero, use_acc=False, is_async=True)
-    su = warpgroup_mma(hi, gl_smem, su, is_async=True)
-    return warpgroup_mma(hi, gh_smem, su, is_async=True)
+    xt_hi = tf32_high(xt)
+    xt_lo = xt - xt_hi
+    su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (64, K_PAD): 64 == BLOCK_N
+    su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
+    su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+    return su, xt_hi, xt_lo
 
 
 @gluon.jit
@@ -136,21 +132,6 @@ def _commit_chunk(su_out, su_run, CHUNK: gl.constexpr, K_PAD: gl.constexpr, D_PA
     comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
     lifted = _chunk_lanes(gl.arange(0, 64, layout=gl.SliceLayout(1, mma)), CHUNK, D_PAD)
     gl.atomic_add(su_out + comps[None, :] * (2 * D_PAD) + lifted[:, None], su_run.to(gl.float64), sem="relaxed")
-
-
-@gluon.jit
-def _score_unit(ring, stage, center, UNIT: gl.constexpr, a_op: gl.constexpr, BLOCK_N: gl.constexpr,
-                PAIRS: gl.constexpr):
-    """The score's A operand unit UNIT (past d_pad = 32): x - c of 32-column block UNIT // 2, squared for odd UNIT,
-    from the ring into wgmma's register layout, as TF32 halves (hi, lo)."""
-    blk: gl.constexpr = UNIT // 2
-    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
-    x = ring.index(stage * PAIRS + blk // 2).slice((blk % 2) * BLOCK_N, BLOCK_N).load(a_op)
-    x = x - gl.load(center + blk * 32 + cols)[None, :]
-    if UNIT % 2 == 1:
-        x = x * x
-    hi = tf32_high(x)
-    return hi, x - hi
 
 
 @gluon.jit
@@ -233,23 +214,22 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
             s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
         else:
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            # eight operand units (block, x - c or its square), 32 registers each: unit u + 1 is loaded and split
-            # while unit u's three products run
             s = zero
-            hi, lo = _score_unit(ring, stage, center, 0, a_op, BLOCK_N, PAIRS)
-            for u in gl.static_range(2 * BLOCKS):
-                w_hi = w_smem.index(4 * (u // 2) + 2 * (u % 2)).permute((1, 0))
-                w_lo = w_smem.index(4 * (u // 2) + 2 * (u % 2) + 1).permute((1, 0))
-                s = warpgroup_mma(lo, w_hi, s, use_acc=u > 0, is_async=True)
-                s = warpgroup_mma(hi, w_lo, s, is_async=True)
-                s = warpgroup_mma(hi, w_hi, s, is_async=True)
-                if u + 1 < 2 * BLOCKS:
-                    next_hi, next_lo = _score_unit(ring, stage, center, u + 1, a_op, BLOCK_N, PAIRS)
-                    s, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, hi, lo))
-                    hi = next_hi
-                    lo = next_lo
-                else:
-                    s, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, hi, lo))
+            for blk in gl.static_range(BLOCKS):  # W^T's halves of block blk: w_smem 4 blk + (0, 1, 2, 3)
+                lin = ring.index(stage * PAIRS + blk // 2).slice((blk % 2) * BLOCK_N, BLOCK_N).load(a_op)
+                lin = lin - gl.load(center + blk * 32 + cols)[None, :]
+                sq = lin * lin
+                lin_hi = tf32_high(lin)
+                lin_lo = lin - lin_hi
+                sq_hi = tf32_high(sq)
+                sq_lo = sq - sq_hi
+                s = warpgroup_mma(lin_lo, w_smem.index(4 * blk).permute((1, 0)), s, use_acc=blk > 0, is_async=True)
+                s = warpgroup_mma(sq_lo, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk + 1).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 3).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
             _pass_turn(turn, CONSUMER, PINGPONG)
 
         s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]  # per tile: held, it took K_PAD / 4 registers
@@ -291,29 +271,25 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         else:
             fence_async_shared()  # Gamma's stores before wgmma reads them
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            # chunk q + 1 is loaded and split while chunk q's products run
-            hi, lo = _chunk_operand(ring, stage, center, 0, a_op, BLOCK_N, D_PAD)
-            su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
-            next_hi, next_lo = _chunk_operand(ring, stage, center, 1, a_op, BLOCK_N, D_PAD)
-            if BLOCKS == 2:  # every A operand is in registers: the stage is free
+            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 0, a_op, BLOCK_N, D_PAD)
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+            su_run0 += su
+            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 1, a_op, BLOCK_N, D_PAD)
+            if BLOCKS == 2:  # the chunk's A operand is in registers: the stage is free
                 fence_async_shared()
                 mbarrier.arrive(empty.index(stage), count=1)
-            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
-            su_run0 += su
-            su = _chunk_products(next_hi, next_lo, gh_smem, gl_smem, zero)
-            if BLOCKS >= 4:
-                hi, lo = _chunk_operand(ring, stage, center, 2, a_op, BLOCK_N, D_PAD)
-            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, next_hi, next_lo))
+            su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
             su_run1 += su
             if BLOCKS >= 4:
-                su = _chunk_products(hi, lo, gh_smem, gl_smem, zero)
-                next_hi, next_lo = _chunk_operand(ring, stage, center, 3, a_op, BLOCK_N, D_PAD)
+                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 2, a_op, BLOCK_N,
+                                                     D_PAD)
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+                su_run2 += su
+                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 3, a_op, BLOCK_N,
+                                                     D_PAD)
                 fence_async_shared()
                 mbarrier.arrive(empty.index(stage), count=1)
-                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, hi, lo))
-                su_run2 += su
-                su = _chunk_products(next_hi, next_lo, gh_smem, gl_smem, zero)
-                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, next_hi, next_lo))
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
                 su_run3 += su
             _pass_turn(turn, CONSUMER, PINGPONG)
             _pass_turn(gamma_free, CONSUMER, SHARED_GAMMA)
