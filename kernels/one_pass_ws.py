@@ -82,6 +82,18 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _loop_variant_zero(j):
+    """0 for every tile index j a program has (< 2^30), which the compiler cannot tell from j: shared-memory
+    buffers indexed by it get their wgmma descriptors computed in the loop, in uniform registers. Indexed by
+    constants, LLVM hoisted one 64-bit descriptor per buffer and k-step out of the loop (64 for W alone at d_pad
+    128), ptxas spilled them (sm_90: 344 B a thread at (K_pad, d_pad) = (16, 128), 208 B at (128, 32)) and
+    moved each to a uniform register (R2UR) before its wgmma; on the H100 at 4M_16_128 those spill loads
+    missed L1 98% of the time (shared memory takes the carve-out) and moved 2.3 GB through L2, more than X.
+    Now no stack at any (K_pad, d_pad) but 8 B at d_pad 128."""
+    return j // 1073741824
+
+
+@gluon.jit
 def _chunk_lanes(lanes, CHUNK: gl.constexpr, D_PAD: gl.constexpr):
     """The lifted lane (h * D_PAD + column of X, h = 1 for (x - c)^2) that lane ``lanes`` of the statistics' A
     operand chunk CHUNK holds (:func:`_chunk_view`). At D_PAD = 32 the one chunk is the two copies of the tile:
@@ -150,12 +162,6 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     SHARED_GAMMA: gl.constexpr = gh_all.type.shape[0] == 1  # one Gamma buffer for both consumers, in turn
-    if SHARED_GAMMA:
-        gh_smem = gh_all.index(0)
-        gl_smem = gl_all.index(0)
-    else:
-        gh_smem = gh_all.index(CONSUMER)  # this consumer's Gamma halves: the statistics' B operands
-        gl_smem = gl_all.index(CONSUMER)
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
@@ -191,6 +197,13 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     gamma_turns = 0
     for j in range(CONSUMER, program_tiles, 2):
         stage = j % stages
+        w0 = _loop_variant_zero(j)  # W's and Gamma's buffers indexed by it: their descriptors stay in the loop
+        if SHARED_GAMMA:  # this consumer's Gamma halves: the statistics' B operands
+            gh_smem = gh_all.index(w0)
+            gl_smem = gl_all.index(w0)
+        else:
+            gh_smem = gh_all.index(w0 + CONSUMER)
+            gl_smem = gl_all.index(w0 + CONSUMER)
         rows = (first + j * stride) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
         row_ok = rows < N
         mbarrier.wait(ready.index(stage), (j // stages) & 1)
@@ -204,12 +217,12 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
             sq_lo = sq - sq_hi
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
             # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the Triton kernel scores
-            s = warpgroup_mma(lin_lo, w_smem.index(0).permute((1, 0)), zero, use_acc=False, is_async=True)
-            s = warpgroup_mma(sq_lo, w_smem.index(2).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(lin_hi, w_smem.index(1).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(sq_hi, w_smem.index(3).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(lin_hi, w_smem.index(0).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(sq_hi, w_smem.index(2).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
+            s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(lin_hi, w_smem.index(w0).permute((1, 0)), s, is_async=True)
+            s = warpgroup_mma(sq_hi, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
             _pass_turn(turn, CONSUMER, PINGPONG)
             s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
         else:
@@ -223,12 +236,12 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
                 lin_lo = lin - lin_hi
                 sq_hi = tf32_high(sq)
                 sq_lo = sq - sq_hi
-                s = warpgroup_mma(lin_lo, w_smem.index(4 * blk).permute((1, 0)), s, use_acc=blk > 0, is_async=True)
-                s = warpgroup_mma(sq_lo, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk + 1).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 3).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(lin_hi, w_smem.index(4 * blk).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(sq_hi, w_smem.index(4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_lo, w_smem.index(w0 + 4 * blk).permute((1, 0)), s, use_acc=blk > 0, is_async=True)
+                s = warpgroup_mma(sq_lo, w_smem.index(w0 + 4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(w0 + 4 * blk + 1).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(w0 + 4 * blk + 3).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(lin_hi, w_smem.index(w0 + 4 * blk).permute((1, 0)), s, is_async=True)
+                s = warpgroup_mma(sq_hi, w_smem.index(w0 + 4 * blk + 2).permute((1, 0)), s, is_async=True)
                 s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
             _pass_turn(turn, CONSUMER, PINGPONG)
 
