@@ -49,7 +49,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import exp_ftz, lane_columns, row_tile_loader, tf32_high, transposed_lift
+from kernels.two_pass_ws import exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, tf32_high, transposed_lift
 
 BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
 K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the component widths it takes per d_pad (W,
@@ -79,18 +79,6 @@ def _take_turn(turn, turns, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
     if PINGPONG:
         mbarrier.arrive(turn.index(1 - CONSUMER), count=1)
-
-
-@gluon.jit
-def _loop_variant_zero(j):
-    """0 for every tile index j a program has (< 2^30), which the compiler cannot tell from j: shared-memory
-    buffers indexed by it get their wgmma descriptors computed in the loop, in uniform registers. Indexed by
-    constants, LLVM hoisted one 64-bit descriptor per buffer and k-step out of the loop (64 for W alone at d_pad
-    128), ptxas spilled them (sm_90: 344 B a thread at (K_pad, d_pad) = (16, 128), 208 B at (128, 32)) and
-    moved each to a uniform register (R2UR) before its wgmma; on the H100 at 4M_16_128 those spill loads
-    missed L1 98% of the time (shared memory takes the carve-out) and moved 2.3 GB through L2, more than X.
-    Now no stack at any (K_pad, d_pad) but 8 B at d_pad 128."""
-    return j // 1073741824
 
 
 @gluon.jit
@@ -197,7 +185,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     gamma_turns = 0
     for j in range(CONSUMER, program_tiles, 2):
         stage = j % stages
-        w0 = _loop_variant_zero(j)  # W's and Gamma's buffers indexed by it: their descriptors stay in the loop
+        w0 = loop_variant_zero(j)  # W's and Gamma's buffers indexed by it: their descriptors stay in the loop
         if SHARED_GAMMA:  # this consumer's Gamma halves: the statistics' B operands
             gh_smem = gh_all.index(w0)
             gl_smem = gl_all.index(w0)

@@ -42,6 +42,18 @@ def tf32_high(x):
 
 
 @gluon.jit
+def loop_variant_zero(j):
+    """0 for every tile index j a program has (< 2^30), which the compiler cannot tell from j: shared-memory
+    buffers indexed by it get their wgmma descriptors computed in the loop, in uniform registers (shared with
+    kernels/one_pass_ws.py). Indexed by constants, LLVM hoisted one 64-bit descriptor per buffer and k-step out of
+    the loop (64 for W alone in the one pass at d_pad 128), ptxas spilled them (sm_90: 344 B a thread at the one
+    pass's (K_pad, d_pad) = (16, 128), 208 B at (128, 32)) and moved each to a uniform register (R2UR) before its
+    wgmma; on the H100 at 4M_16_128 those spill loads missed L1 98% of the time (shared memory takes the
+    carve-out) and moved 2.3 GB through L2, more than X."""
+    return j // 1073741824
+
+
+@gluon.jit
 def exp_ftz(x):
     """exp(x) as gl.exp computes it (x * log2(e) into ex2.approx) but flushing results below 2^-126 to zero:
     gl.exp's ex2.approx.f32 keeps them with a compare and two multiplies around every MUFU.EX2 (sm_90 SASS).
@@ -89,7 +101,7 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: 
 
 
 @gluon.jit
-def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, first, n_tiles, stride, comp0,
+def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
     [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
@@ -100,10 +112,6 @@ def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, 
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     HALF_N: gl.constexpr = BLOCK_N // 2
-    wh_lin = w_smem.index(0).permute((1, 0))  # (D_PAD, BLOCK_K) views of W^T's halves: the score's B operands
-    wl_lin = w_smem.index(1).permute((1, 0))
-    wh_sq = w_smem.index(2).permute((1, 0))
-    wl_sq = w_smem.index(3).permute((1, 0))
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
@@ -122,6 +130,13 @@ def _compute(ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, 
     i = 0
     for tile in range(first, n_tiles, stride):
         stage = i % stages
+        w0 = loop_variant_zero(tile)  # the buffers' descriptors computed here, not hoisted (loop_variant_zero)
+        wh_lin = w_smem.index(w0).permute((1, 0))  # (D_PAD, BLOCK_K) views of W^T's halves: the score's B operands
+        wl_lin = w_smem.index(w0 + 1).permute((1, 0))
+        wh_sq = w_smem.index(w0 + 2).permute((1, 0))
+        wl_sq = w_smem.index(w0 + 3).permute((1, 0))
+        gh_smem = gh_all.index(w0)
+        gl_smem = gl_all.index(w0)
         rows = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
         row_ok = rows < N
         Lr = gl.load(L + rows, mask=row_ok, other=0.0)[:, None]
@@ -211,13 +226,13 @@ def _statistics_kernel_ws(
                                                   transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
     # Gamma's TF32 halves in two allocations: in one, the compiler's shared-memory hazard analysis takes the store
     # of one half for a conflict with the other (kernels/one_pass_ws.py: a warpgroup barrier between them)
-    gh_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_N, BLOCK_K], g_layout)
-    gl_smem = gl.allocate_shared_memory(gl.float32, [BLOCK_N, BLOCK_K], g_layout)
+    gh_all = gl.allocate_shared_memory(gl.float32, [1, BLOCK_N, BLOCK_K], g_layout)
+    gl_all = gl.allocate_shared_memory(gl.float32, [1, BLOCK_N, BLOCK_K], g_layout)
     fence_async_shared()
 
     split = gl.program_id(1)
     n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, gh_smem, gl_smem, center, b, L, sw, N, split, n_tiles, n_splits, comp0,
+        (_compute, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles, n_splits, comp0,
                     BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
     ], [1], [LOADER_REGS])
