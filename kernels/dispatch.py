@@ -35,8 +35,9 @@ def h200_rule(k_pad: int, d_pad: int) -> bool:
 
 MEASURED_RULES = {"NVIDIA H200": h200_rule}
 
-# Rows from which Algorithm 2 at d_pad = 32 and K_pad <= 128 runs warp-specialized (kernels/one_pass_ws.py, where
-# it takes the sweep: tf32x3 on a Hopper GPU, d a multiple of 4). On the H200 at 361b4d4
+# Rows from which Algorithm 2 runs warp-specialized (kernels/one_pass_ws.py, where it takes the sweep: tf32x3 on a
+# Hopper GPU, d a multiple of 4, one_pass_ws.K_PADS; measured at d_pad = 32 below, and at 250K_16_128 on an H100 on
+# 2026-12-05: 0.25 against the Triton kernel's 0.34 ms/iter). On the H200 at 361b4d4
 # (results/h200/kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv, one E-step) it was 1.42x faster than the
 # Triton kernel at 20M_32_32, 1.34x at 4M_32_32, 1.15x at 1M_32_32, 1.25x at 1M_128_32 and 0.63x at 20K_32_32
 # (0.069 vs 0.043 ms: 2.4 row tiles per program). At d085e2d (numerics_dispatch_2026-12-01_d085e2d.csv, same
@@ -68,9 +69,14 @@ def choose_algorithm(K: int, d: int, device: str | None = None, precision: str =
 
 
 def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> LaunchConfig:
-    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); at d_pad = 32
-    and K_pad <= 128 Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton tiles below
-    take the sweep under that, off Hopper and under ieee). fp64: :func:`fp64_launch_config`.
+    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); wherever
+    kernels/one_pass_ws.py takes the sweep (d_pad 32 with K_pad <= 128, d_pad 64 with K_pad <= 64, d_pad 128 with
+    K_pad <= 32: one_pass_ws.K_PADS) Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton
+    tiles below take the sweep under that, off Hopper and under ieee). Past d_pad 32 that was measured on an H100
+    (results/h100_80gb_hbm3/kernel_measure/, 2026-12-05, ms/iter, Triton / warp-specialized at 2f9612d or its
+    kernel's first version): 4M_16_128 3.39 / 1.55-1.64, 4M_32_128 7.39 / 1.68-1.69, 4M_16_64 1.72 / 0.84-0.85,
+    4M_32_64 1.47 / 0.96, 4M_64_64 2.67 / 1.46-1.52, 1M_16_128 0.95 / 0.52, 250K_16_128 0.34 / 0.25.
+    fp64: :func:`fp64_launch_config`.
 
     tf32x3 splits every dot operand in registers, so the kernels are register
     bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no

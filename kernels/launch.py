@@ -48,7 +48,7 @@ class LaunchConfig:
     it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
     Triton kernel as at 0;
     warp_specialized_one_pass: Algorithm 2 by kernels/one_pass_ws.py wherever that kernel takes it (tf32x3
-    on a Hopper GPU, d_pad = 32, d a multiple of 4, K_pad <= 128; one_pass_ws.refusal), else by the Triton
+    on a Hopper GPU, d a multiple of 4, (d_pad, K_pad) in one_pass_ws.K_PADS; one_pass_ws.refusal), else by the Triton
     kernel as at 0. It runs one program per SM (times :func:`sum_bounded`'s factor) whatever
     programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
     fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized

@@ -62,7 +62,8 @@ def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
     """Offline sm_90 compile of the default launch config at d = 32, K_pad 16..128: the Triton one pass and the
     warp-specialized one beside it; per consumer and tile the score's 24 HGMMA (six K = 32 products) and the
     statistics' 24 (three K = 64) under one wait each (4 WARPGROUP.DEPBAR for the two consumers), the consumers
-    at 240 registers and the loader at 24 by setmaxnreg, no stack at K_pad <= 32, shared memory as planned and
+    at 240 registers and the loader at 24 by setmaxnreg, no stack at any K_pad (kernels.two_pass_ws.loop_variant_zero:
+    208 B at K_pad 128 with W's and Gamma's descriptors hoisted), shared memory as planned and
     under the H200's limit, and float64 reductions for the commits."""
     from kernels.one_pass_ws import SHARED_LIMIT
 
@@ -78,8 +79,26 @@ def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
         assert r["shared_bytes"] >= r["shared_bytes_planned"]
         assert any(op.startswith("REDG.E.ADD.F64") for op in r["sass_atomics_and_barriers"]), r
         assert r["sass_schedule"]["MUFU.EX2"] > 0 and r["exp_subnormal_fixups"] == 0, r  # exp_ftz: no fix-up
-        if K <= 32:
-            assert r["stack_bytes"] == 0, r
+        assert r["stack_bytes"] == 0, r
+
+
+def test_the_warp_specialized_one_pass_past_d_pad_32_compiles_pipelined_and_without_spills():
+    """Offline sm_90 compile of the default launch config at d = 64 and 128: per consumer and tile 24 HGMMA (six
+    K = 32 products) for each 32-column block of the score and 24 (three K = 64) for each 64-lane chunk of the
+    statistics, one wait each (4 WARPGROUP.DEPBAR per block for the two consumers), ptxas keeping the products
+    pipelined, at most 8 B of stack (344 B at (16, 128) with W's descriptors hoisted out of the loop), shared
+    memory as planned and under the H200's limit."""
+    from kernels.one_pass_ws import SHARED_LIMIT
+
+    for K, d in ((16, 64), (64, 64), (16, 128), (32, 128)):
+        rows = {r["kernel"]: r for r in report_rows("--K", str(K), "--d", str(d), "--algorithm", "one_pass")}
+        r = rows["one_pass.statistics_ws"]
+        assert "error" not in r, r
+        blocks = d // 32
+        assert r["sass_schedule"]["HGMMA"] == 2 * blocks * 48, r["sass_schedule"]
+        assert r["sass_schedule"]["WARPGROUP.DEPBAR"] == 4 * blocks, r["sass_schedule"]
+        assert r["wgmma_serialized"] is None and r["stack_bytes"] <= 8, r
+        assert r["shared_bytes_planned"] <= r["shared_bytes"] <= SHARED_LIMIT, r
 
 
 def test_the_warp_specialized_pass_2_takes_its_exponentials_without_the_subnormal_fix_up():
