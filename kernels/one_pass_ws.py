@@ -1,4 +1,4 @@
-"""Algorithm 2, warp-specialized (Gluon, Hopper only, d_pad = 32, K_pad <= 128, tf32x3).
+"""Algorithm 2, warp-specialized (Gluon, Hopper only, tf32x3; d_pad 32 at K_pad <= 128, 64 at <= 64, 128 at <= 32).
 
 What bounds the Triton one-pass kernel at d_pad = 32 (kernels/README.md, issue 23): 255 registers, so
 2 programs x 4 warps per SM, and each TF32 product followed by its own wait, so the tensor cores idle
@@ -9,6 +9,9 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   twice (the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed: a
   permuted and reshaped view of the two copies whose lane order keeps its loads free of bank conflicts,
   kernels.two_pass_ws.transposed_lift);
+- past d_pad = 32 a stage holds the tile's 32-column blocks once (TMA's box is one 128-byte swizzle
+  wide); the score takes them a block at a time (six products, one wait each) and the statistics in
+  chunks of 64 lifted lanes (x - c of two blocks, or their squares), each chunk with its own running sums;
 - two consumer warpgroups take the ring's tiles in turn. Each loads the score's and the statistics'
   A operands straight from the ring into wgmma's register layout, issues the score's six TF32
   products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
@@ -30,13 +33,15 @@ per consumer. The score's six products are taken in the Triton kernel's order ov
 Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
 4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
 Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
---algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128; no stack at
-K_pad <= 32, 8 B at 64, 240 B at 128 (216 B with the ping-pong token; ptxas spills loop-invariant wgmma
-descriptors next to the 192 registers of running sums, score and A operands). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
+--algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128, no stack (W's and
+Gamma's wgmma descriptors are computed in the loop: two_pass_ws.loop_variant_zero; hoisted, they spilled 240 B at
+K_pad 128 and 344 B at (16, 128)). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
 Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
 0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N. With n summed as whole
 Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f, kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv):
-2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32.
+2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32. Past d_pad 32, on an
+H100 (results/h100_80gb_hbm3/kernel_measure/NOTES.md, 2026-12-05): 4M_16_128 1.55-1.64 ms/iter against the
+Triton kernel's 3.39, 4M_32_128 1.68 against 7.39.
 """
 from __future__ import annotations
 
