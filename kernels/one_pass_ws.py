@@ -133,6 +133,7 @@ def _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, CHUNK: gl.con
 
 @gluon.jit
 def _commit_chunk(su_out, su_run, CHUNK: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr):
+    """A chunk's float32 running sums ([s | u]^T of its 64 lifted lanes) added into [s | u] in float64, once."""
     mma: gl.constexpr = su_run.type.layout
     comps = gl.arange(0, K_PAD, layout=gl.SliceLayout(0, mma))
     lifted = _chunk_lanes(gl.arange(0, 64, layout=gl.SliceLayout(1, mma)), CHUNK, D_PAD)
