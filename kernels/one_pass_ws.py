@@ -112,16 +112,16 @@ def _chunk_view(ring, stage, CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, D_PAD: 
 @gluon.jit
 def _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, CHUNK: gl.constexpr, a_op: gl.constexpr,
                       BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
-    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile: its A operand from the ring into
-    registers, centered, squared where its lanes are (x - c)^2, split into TF32 halves, against Gamma's halves."""
+    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile past D_PAD = 32: its A operand from the
+    ring into registers, centered, squared if its lanes are (x - c)^2, split into TF32 halves, against Gamma's
+    halves. (At D_PAD = 32 :func:`_consume` takes its one chunk itself, with its centers held across tiles.)"""
     BLOCKS: gl.constexpr = D_PAD // 32
-    PAIRS: gl.constexpr = (BLOCKS + 1) // 2
+    gl.static_assert(BLOCKS >= 2, "at D_PAD = 32 the chunk's lanes are half squared: _consume takes it")
+    PAIRS: gl.constexpr = BLOCKS // 2
     lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
     lifted = _chunk_lanes(lanes, CHUNK, D_PAD)
     xt = _chunk_view(ring, stage, CHUNK, BLOCK_N, D_PAD).load(a_op) - gl.load(center + lifted % D_PAD)[:, None]
-    if BLOCKS == 1:
-        xt = gl.where((lanes >= D_PAD)[:, None], xt * xt, xt)
-    elif CHUNK >= PAIRS:
+    if CHUNK >= PAIRS:
         xt = xt * xt
     xt_hi = tf32_high(xt)
     xt_lo = xt - xt_hi
@@ -160,8 +160,8 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
     cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)[None, :]
-    if BLOCKS == 1:  # the statistics' one chunk: its lanes' centers, and which lanes are squared
+    if BLOCKS == 1:  # the score's centers; the statistics' one chunk: its lanes' centers, which lanes are squared
+        c = gl.load(center + cols)[None, :]
         lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
         c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
         squared = (lanes >= D_PAD)[:, None]
@@ -260,7 +260,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         gl_smem.store(g - g_hi)
 
         if BLOCKS == 1:
-            # (LANES, BLOCK_N): [x - c | (x - c)^2]^T; both A operands in registers, so the stage is free
+            # (64, BLOCK_N): [x - c | (x - c)^2]^T; both A operands in registers, so the stage is free
             xt = transposed_lift(ring.index(stage), BLOCK_N, D_PAD).load(a_op) - c_t
             xt = gl.where(squared, xt * xt, xt)
             xt_hi = tf32_high(xt)
@@ -268,7 +268,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
             fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
             mbarrier.arrive(empty.index(stage), count=1)
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (LANES, K_PAD): LANES == BLOCK_N
+            su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (64, K_PAD): 64 == BLOCK_N
             su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
             su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
             _pass_turn(turn, CONSUMER, PINGPONG)
