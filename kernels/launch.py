@@ -53,6 +53,9 @@ class LaunchConfig:
     programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
     fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
     kernel's 2.4 tiles per program measured slower);
+    one_pass_consumers: the warp-specialized one pass's consumer warpgroups a program, 2 (240 registers each) or 3
+    (160 each: the three take the ring's tiles in turn, so each multiprocessor's schedulers have three warps to issue
+    from; one_pass_ws.refusal names where they do not fit);
     sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
     where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
     the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);
@@ -71,6 +74,7 @@ class LaunchConfig:
     warp_specialized_pass2: int = 0
     warp_specialized_one_pass: int = 0
     warp_specialized_one_pass_rows: int = 0
+    one_pass_consumers: int = 2
     sum_tiles: int = SUM_TILES
 
     def __post_init__(self):
@@ -135,11 +139,8 @@ def statistics_pass_grid(K: int, block_k: int, n_tiles: int, device: torch.devic
     return k_tiles, splits
 
 
-def parse_config(text: str | None) -> LaunchConfig | None:
-    """A launch config from 'field=value,...' of LaunchConfig's fields, e.g.
-    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""
-    if not text:
-        return None
+def config_fields(text: str) -> dict:
+    """'field=value,...' of LaunchConfig's fields as keyword arguments, each typed as its field."""
     types = {f.name: f.type for f in dataclasses.fields(LaunchConfig)}
     kw = {}
     for item in text.split(","):
@@ -147,4 +148,12 @@ def parse_config(text: str | None) -> LaunchConfig | None:
         if key not in types:
             raise ValueError(f"unknown launch-config field {key!r}; fields: {', '.join(types)}")
         kw[key] = value if types[key] in (str, "str") else float(value) if "float" in str(types[key]) else int(value)
-    return LaunchConfig(**kw)
+    return kw
+
+
+def parse_config(text: str | None) -> LaunchConfig | None:
+    """A launch config from 'field=value,...' of LaunchConfig's fields (:func:`config_fields`), e.g.
+    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""
+    if not text:
+        return None
+    return LaunchConfig(**config_fields(text))

@@ -3,7 +3,10 @@ compiler's resource report (registers, spills, shared memory) per shape.
 
     python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass]
         [--precision tf32x3|ieee|fp64] [--config block_n=32,num_stages=1,... (repeatable)]
-        [--sample-weight none,uniform] [--out FILE.csv]
+        [--override one_pass_consumers=3 (repeatable)] [--sample-weight none,uniform] [--out FILE.csv]
+
+--config times a whole launch config at every shape, --override the shape's own (dispatch.launch_config) with
+those fields changed, beside the shape's own as it is.
 
 Shapes are named N_K_d with K/M suffixes (20K = 20 000, 1M = 1 000 000). This is
 a diagnostic for kernel work on a GPU; the benchmark numbers of record come from
@@ -21,7 +24,7 @@ import kernels
 from harness.results import write_diagnostic_csv
 from kernels.datasets import make_dataset, shared_init
 from kernels.dispatch import launch_config
-from kernels.launch import parse_config
+from kernels.launch import config_fields, parse_config
 from kernels.em import Workspace, data_center, resolve_algorithm
 from kernels.lift_kernel import lift_into
 from kernels.one_pass import _one_pass_kernel, one_pass_statistics
@@ -79,7 +82,7 @@ def row_weights(kind: str, N: int):
 
 
 def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, config=None,
-            weights: str = "none") -> dict:
+            weights: str = "none", override: str | None = None) -> dict:
     N, K, d = parse_shape(name)
     X = make_dataset(N, K, d, 0, "cuda").X
     sample_weight = row_weights(weights, N)
@@ -87,6 +90,8 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     center = data_center(X, True)
     alg = resolve_algorithm(K, d, algorithm, precision)
     cfg = config or launch_config(alg, K, d, precision)
+    if override:
+        cfg = dataclasses.replace(cfg, **config_fields(override))
 
     def fit(graph=True):
         return kernels.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
@@ -120,7 +125,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
     flop = 8.0 * N * K * d
     return {
         "shape": name, "N": N, "K": K, "d": d, "algorithm": alg, "precision": precision,
-        "sample_weight": weights, "kernel": r.kernel, **dataclasses.asdict(cfg),
+        "sample_weight": weights, "kernel": r.kernel, "override": override or "", **dataclasses.asdict(cfg),
         "iter_ms": round(iter_ms, 4), "eager_iter_ms": round(eager_ms, 4), "kernel_ms": round(kernel_ms, 4),
         **{k: round(v, 4) for k, v in passes.items()},
         "x_gb_per_s": round(N * d * 4 / (iter_ms * 1e-3) / 1e9, 1),
@@ -140,6 +145,8 @@ def main(argv=None):
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--config", action="append", default=[None],
                    help="extra launch configs to time (repeatable): field=value,... of LaunchConfig")
+    p.add_argument("--override", action="append", default=[],
+                   help="fields changed over each shape's own launch config (repeatable): field=value,...")
     p.add_argument("--sample-weight", default="none",
                    help="comma-separated: none (unweighted) and/or uniform (weights in [0.5, 1.5))")
     p.add_argument("--out", default=None)
@@ -148,13 +155,14 @@ def main(argv=None):
     rows = []
     for name in a.shapes:
         for alg in a.algorithm.split(","):
-            for text in a.config:
+            runs = [(text, None) for text in a.config] + [(None, text) for text in a.override]
+            for text, override in runs:
                 for weights in a.sample_weight.split(","):
                     try:
-                        row = measure(name, alg, a.precision, a.n_iter, seen, parse_config(text), weights)
+                        row = measure(name, alg, a.precision, a.n_iter, seen, parse_config(text), weights, override)
                     except Exception as e:  # one failing config (e.g. OutOfResources) must not stop the others
-                        row = {"shape": name, "algorithm": alg, "config": text, "sample_weight": weights,
-                               "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                        row = {"shape": name, "algorithm": alg, "config": text, "override": override or "",
+                               "sample_weight": weights, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
                     print(row, flush=True)
                     rows.append(row)
                     torch.cuda.empty_cache()

@@ -88,6 +88,20 @@ def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
         parse_config("block_n=32,stats_by_lanes=1")
 
 
+def test_override_text_changes_only_its_fields_of_a_shapes_config():
+    """config_fields (measure's --override): the named fields over a shape's own launch config, the rest kept."""
+    import dataclasses
+
+    from kernels.launch import config_fields
+
+    base = launch_config("one_pass", 32, 32)
+    changed = dataclasses.replace(base, **config_fields("one_pass_consumers=3,sum_tiles=64"))
+    assert (changed.one_pass_consumers, changed.sum_tiles) == (3, 64) and base.one_pass_consumers == 2
+    assert dataclasses.replace(changed, one_pass_consumers=2, sum_tiles=base.sum_tiles) == base
+    with pytest.raises(ValueError, match="consumers.*fields"):
+        config_fields("consumers=3")
+
+
 TABLE1_KD = [(16, 32), (32, 32), (64, 32), (128, 32), (512, 32), (1024, 32), (4096, 32), (16, 64), (16, 128),
              (32, 64), (64, 16)]
 
