@@ -80,6 +80,9 @@ class LaunchConfig:
     def __post_init__(self):
         if self.sum_tiles < 0:
             raise ValueError(f"sum_tiles must be >= 0 (0: no bound), got {self.sum_tiles}")
+        if self.one_pass_consumers not in (2, 3):
+            raise ValueError(f"one_pass_consumers must be 2 or 3 (consumer warpgroups of the warp-specialized one "
+                             f"pass), got {self.one_pass_consumers}")
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""

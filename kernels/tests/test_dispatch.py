@@ -100,6 +100,8 @@ def test_override_text_changes_only_its_fields_of_a_shapes_config():
     assert dataclasses.replace(changed, one_pass_consumers=2, sum_tiles=base.sum_tiles) == base
     with pytest.raises(ValueError, match="consumers.*fields"):
         config_fields("consumers=3")
+    with pytest.raises(ValueError, match="one_pass_consumers must be 2 or 3.*got 4"):
+        dataclasses.replace(base, **config_fields("one_pass_consumers=4"))
 
 
 TABLE1_KD = [(16, 32), (32, 32), (64, 32), (128, 32), (512, 32), (1024, 32), (4096, 32), (16, 64), (16, 128),
