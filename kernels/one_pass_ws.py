@@ -111,19 +111,23 @@ def _chunk_view(ring, stage, CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, D_PAD: 
 
 
 @gluon.jit
-def _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, CHUNK: gl.constexpr, a_op: gl.constexpr,
-                      BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
-    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile past D_PAD = 32: its A operand from the
-    ring into registers, centered, squared if its lanes are (x - c)^2, split into TF32 halves, against Gamma's
-    halves. (At D_PAD = 32 :func:`_consume` takes its one chunk itself, with its centers held across tiles.)"""
+def _centered_pair(ring, stage, center, PAIR: gl.constexpr, a_op: gl.constexpr, BLOCK_N: gl.constexpr,
+                   D_PAD: gl.constexpr):
+    """x - c of the tile's column blocks 2 PAIR and 2 PAIR + 1 as the statistics' A operand (64 lifted lanes x
+    BLOCK_N rows) past D_PAD = 32, from the ring into registers: chunk PAIR's operand, and squared chunk
+    PAIR + PAIRS's (:func:`_chunk_lanes`), so each pair is loaded and centered once. (At D_PAD = 32
+    :func:`_consume` takes its one chunk itself, with its centers held across tiles.)"""
     BLOCKS: gl.constexpr = D_PAD // 32
     gl.static_assert(BLOCKS >= 2, "at D_PAD = 32 the chunk's lanes are half squared: _consume takes it")
-    PAIRS: gl.constexpr = BLOCKS // 2
     lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
-    lifted = _chunk_lanes(lanes, CHUNK, D_PAD)
-    xt = _chunk_view(ring, stage, CHUNK, BLOCK_N, D_PAD).load(a_op) - gl.load(center + lifted % D_PAD)[:, None]
-    if CHUNK >= PAIRS:
-        xt = xt * xt
+    lifted = _chunk_lanes(lanes, PAIR, D_PAD)
+    return _chunk_view(ring, stage, PAIR, BLOCK_N, D_PAD).load(a_op) - gl.load(center + lifted % D_PAD)[:, None]
+
+
+@gluon.jit
+def _statistics_chunk(xt, gh_smem, gl_smem, zero):
+    """One chunk's [s | u]^T products (64 lifted lanes x K_PAD) of the tile past D_PAD = 32: its A operand ``xt``
+    (:func:`_centered_pair`, or its square) split into TF32 halves, against Gamma's halves."""
     xt_hi = tf32_high(xt)
     xt_lo = xt - xt_hi
     su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)  # (64, K_PAD): 64 == BLOCK_N
@@ -284,24 +288,27 @@ def _consume(shared, CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, K_PAD: gl.
         else:
             fence_async_shared()  # Gamma's stores before wgmma reads them
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 0, a_op, BLOCK_N, D_PAD)
+            # chunk p (x - c of the pair p of column blocks) and chunk p + PAIRS (their squares) from one load
+            xt = _centered_pair(ring, stage, center, 0, a_op, BLOCK_N, D_PAD)
+            if BLOCKS == 2:  # the pair is in registers: the stage is free
+                fence_async_shared()
+                mbarrier.arrive(empty.index(stage), count=1)
+            su, xt_hi, xt_lo = _statistics_chunk(xt, gh_smem, gl_smem, zero)
             su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
             su_run0 += su
-            su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 1, a_op, BLOCK_N, D_PAD)
-            if BLOCKS == 2:  # the chunk's A operand is in registers: the stage is free
-                fence_async_shared()
-                mbarrier.arrive(empty.index(stage), count=1)
+            su, xt_hi, xt_lo = _statistics_chunk(xt * xt, gh_smem, gl_smem, zero)
             su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
-            su_run1 += su
-            if BLOCKS >= 4:
-                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 2, a_op, BLOCK_N,
-                                                     D_PAD)
-                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+            if BLOCKS == 2:
+                su_run1 += su
+            else:
                 su_run2 += su
-                su, xt_hi, xt_lo = _statistics_chunk(ring, stage, gh_smem, gl_smem, center, zero, 3, a_op, BLOCK_N,
-                                                     D_PAD)
+                xt = _centered_pair(ring, stage, center, 1, a_op, BLOCK_N, D_PAD)
                 fence_async_shared()
                 mbarrier.arrive(empty.index(stage), count=1)
+                su, xt_hi, xt_lo = _statistics_chunk(xt, gh_smem, gl_smem, zero)
+                su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
+                su_run1 += su
+                su, xt_hi, xt_lo = _statistics_chunk(xt * xt, gh_smem, gl_smem, zero)
                 su, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo))
                 su_run3 += su
             _pass_turn(turn, CONSUMER, PINGPONG)
