@@ -55,7 +55,8 @@ class LaunchConfig:
     kernel's 2.4 tiles per program measured slower);
     one_pass_consumers: the warp-specialized one pass's consumer warpgroups a program, 2 (240 registers each) or 3
     (160 each: the three take the ring's tiles in turn, so each multiprocessor's schedulers have three warps to issue
-    from; one_pass_ws.refusal names where they do not fit);
+    from; one_pass_ws.refusal names where they do not fit; slower than two at every shape timed on an H100,
+    results/h100_80gb_hbm3/kernel_measure/NOTES.md);
     sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
     where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
     the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);

@@ -11,9 +11,11 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   kernels.two_pass_ws.transposed_lift);
 - past d_pad = 32 a stage holds the tile's 32-column blocks once (TMA's box is one 128-byte swizzle
   wide); the score takes them a block at a time (six products, one wait each) and the statistics in
-  chunks of 64 lifted lanes (x - c of two blocks, or their squares), each chunk with its own running sums;
+  chunks of 64 lifted lanes (x - c of two blocks, or their squares, from one load of the pair), each chunk with
+  its own running sums;
 - two consumer warpgroups (three with ``consumers=3``, LaunchConfig.one_pass_consumers: more warps for each
-  scheduler to issue from, at 160 registers each) take the ring's tiles in turn. Each loads the score's and
+  scheduler to issue from, at 160 registers each; slower on an H100 at every shape timed) take the ring's tiles
+  in turn. Each loads the score's and
   the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32
   products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
   Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
