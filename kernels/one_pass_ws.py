@@ -14,14 +14,13 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   chunks of 64 lifted lanes (x - c of two blocks, or their squares, from one load of the pair), each chunk with
   its own running sums;
 - two consumer warpgroups (three with ``consumers=3``, LaunchConfig.one_pass_consumers: more warps for each
-  scheduler to issue from, at 160 registers each; slower on an H100 at every shape timed) take the ring's tiles
-  in turn. Each loads the score's and
-  the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32
-  products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores
-  Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
-  accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products
-  never accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized
-  so that no consumer's sums add more than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
+  scheduler to issue from, at 160 registers each; slower on an H100 at every shape timed) take the ring's tiles in
+  turn. Each loads the score's and the statistics' A operands straight from the ring into wgmma's register layout,
+  issues the score's six TF32 products back to back under one wait, forms m, lambda and Gamma = exp(S - m) /
+  lambda, stores Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
+  accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products never
+  accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized so that no
+  consumer's sums add more than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
 - ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
   measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed between the two consumers through a pair
   of mbarriers orders their tensor-core phases, score(t), score(t+1), statistics(t), statistics(t+1), ...:
