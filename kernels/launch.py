@@ -53,10 +53,6 @@ class LaunchConfig:
     programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
     fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
     kernel's 2.4 tiles per program measured slower);
-    one_pass_consumers: the warp-specialized one pass's consumer warpgroups a program, 2 (240 registers each) or 3
-    (160 each: the three take the ring's tiles in turn, so each multiprocessor's schedulers have three warps to issue
-    from; one_pass_ws.refusal names where they do not fit; slower than two at every shape timed on an H100,
-    results/h100_80gb_hbm3/kernel_measure/NOTES.md);
     sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
     where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
     the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);
@@ -75,15 +71,11 @@ class LaunchConfig:
     warp_specialized_pass2: int = 0
     warp_specialized_one_pass: int = 0
     warp_specialized_one_pass_rows: int = 0
-    one_pass_consumers: int = 2
     sum_tiles: int = SUM_TILES
 
     def __post_init__(self):
         if self.sum_tiles < 0:
             raise ValueError(f"sum_tiles must be >= 0 (0: no bound), got {self.sum_tiles}")
-        if self.one_pass_consumers not in (2, 3):
-            raise ValueError(f"one_pass_consumers must be 2 or 3 (consumer warpgroups of the warp-specialized one "
-                             f"pass), got {self.one_pass_consumers}")
 
     def register_cap(self) -> dict:
         """The launch option that applies ``max_registers`` (nothing when unset)."""

@@ -93,7 +93,7 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 
         out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
         return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles,
-                                                  sample_weight=sample_weight, consumers=cfg.one_pass_consumers)
+                                                  sample_weight=sample_weight)
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:
@@ -110,12 +110,11 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
     """Which kernel takes this sweep: "one_pass_ws" (kernels/one_pass_ws.py) where the config routes it there
     (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
-    it (one_pass_ws.refusal, with ``one_pass_consumers``), else "one_pass" (the Triton kernel); both read sample
-    weights."""
+    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel); both read sample weights."""
     if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
         from kernels import one_pass_ws  # Gluon: Hopper only
 
-        if one_pass_ws.refusal(X, W, precision, cfg.one_pass_consumers) is None:
+        if one_pass_ws.refusal(X, W, precision) is None:
             return "one_pass_ws"
     return "one_pass"
 

@@ -13,10 +13,9 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   wide); the score takes them a block at a time (six products, one wait each) and the statistics in
   chunks of 64 lifted lanes (x - c of two blocks, or their squares, from one load of the pair), each chunk with
   its own running sums;
-- two consumer warpgroups (three with ``consumers=3``, LaunchConfig.one_pass_consumers: more warps for each
-  scheduler to issue from, at 160 registers each; slower on an H100 at every shape timed) take the ring's tiles in
-  turn. Each loads the score's and the statistics' A operands straight from the ring into wgmma's register layout,
-  issues the score's six TF32 products back to back under one wait, forms m, lambda and Gamma = exp(S - m) /
+- two consumer warpgroups take the ring's tiles in turn (a third, at 160 registers each, measured slower on
+  an H100 at every shape timed: results/h100_80gb_hbm3/kernel_measure/NOTES.md). Each loads the score's and
+  the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32 products back to back under one wait, forms m, lambda and Gamma = exp(S - m) /
   lambda, stores Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
   accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products never
   accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized so that no
@@ -27,25 +26,23 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   a consumer waits for the token, issues its products, passes the token on and only then waits for
   its products, so one warpgroup's exponentials run while the other's products occupy the tensor cores.
 
-Registers by setmaxnreg (:func:`registers`): 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168
-per thread fill the SM's 65536; the loader gives up all but 24 and each consumer takes 240 (three consumers: 16
-warps at 128, each consumer 160; spill-free in the sm_90 compile at (K_pad, d_pad) = (16, 32), (32, 32) and, in
-the tile loop, (16, 64)). One float64 atomic commit per consumer. The score's six products are taken in the
-Triton kernel's order over the 64 lifted lanes (every lo.hi, then every hi.lo, then every hi.hi), so S is summed
-as kernels/one_pass.py sums it.
+Registers by setmaxnreg: 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168 per thread fill
+the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One float64 atomic commit
+per consumer. The score's six products are taken in the Triton kernel's order over the 64 lifted lanes
+(every lo.hi, then every hi.lo, then every hi.hi), so S is summed as kernels/one_pass.py sums it.
 
-Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of up to
-two stages more than the consumers (16 KB each at d_pad 32); at K_pad = 128 W and two Gamma buffers would leave no
-ring, so the two consumers share one Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile
-(``python -m harness.studies.resources --algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 /
-32 / 64 / 128, no stack (W's and Gamma's wgmma descriptors are computed in the loop: two_pass_ws.loop_variant_zero;
-hoisted, they spilled 240 B at K_pad 128 and 344 B at (16, 128)). On the H200 (361b4d4, one E-step): 2.86 ms at
-20M_32_32 where the Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at
-1M_128_32, but 0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N. With n summed
-as whole Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f,
-kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv): 2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57
-against 0.65-0.68 at 4M_32_32. Past d_pad 32, on an H100 (results/h100_80gb_hbm3/kernel_measure/NOTES.md,
-2026-12-05): 4M_16_128 1.55-1.64 ms/iter against the Triton kernel's 3.39, 4M_32_128 1.68 against 7.39.
+Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
+4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
+Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
+--algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128, no stack (W's and
+Gamma's wgmma descriptors are computed in the loop: two_pass_ws.loop_variant_zero; hoisted, they spilled 240 B at
+K_pad 128 and 344 B at (16, 128)). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
+Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
+0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N. With n summed as whole
+Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f, kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv):
+2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32. Past d_pad 32, on an
+H100 (results/h100_80gb_hbm3/kernel_measure/NOTES.md, 2026-12-05): 4M_16_128 1.55-1.64 ms/iter against the
+Triton kernel's 3.39, 4M_32_128 1.68 against 7.39.
 """
 from __future__ import annotations
 
@@ -65,11 +62,13 @@ K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the compone
 # Gamma and the accumulators on chip; past d_pad = 32 one set of running sums per chunk: K_PAD * D_PAD / 64
 # registers a thread, within the consumers' 240 up to K_pad * d_pad = 4096)
 BOX_COLUMNS = 32  # TMA's box: one 128-byte swizzle of float32
-CONSUMERS = 2  # consumer warpgroups a program runs (kernels.launch.LaunchConfig.one_pass_consumers: 2 or 3)
+CONSUMERS = 2
 LOADER_REGISTERS = 24
-REGISTERS = 65536  # a multiprocessor's, all for the one program
+CONSUMER_REGISTERS = 240  # (168 * 12 - 24 * 4) / 8: what the loader's warpgroup leaves to the two consumers
+LAUNCH_REGISTERS = 168  # 12 warps x 32 threads x 168 <= 65536: one program per SM
 SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-EXTRA_STAGES = 2  # ring stages beyond the one each consumer holds while it splits its tile
+MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
+MAX_STAGES = 4
 N_TILE_MAX_K_PAD = gl.constexpr(32)  # the widest K_pad whose n is summed as whole Gamma tiles (_consume)
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
 
@@ -147,16 +146,14 @@ def _commit_chunk(su_out, su_run, CHUNK: gl.constexpr, K_PAD: gl.constexpr, D_PA
 
 
 @gluon.jit
-def _consume(shared, CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
+def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
+             n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
              BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
-    """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + CONSUMERS, ...; commits its own
+    """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
     n, [s | u] and ell. WEIGHTED: a row's sample weight (``sw``, read beside its tile) scales its
     responsibilities and its ell, as in the Triton kernel. Past D_PAD = 32 the score is taken 32 columns at a
     time (six products each, one wait each: all four blocks' TF32 operands would take 256 registers) and the
-    statistics in D_PAD / 32 chunks of 64 lifted lanes (:func:`_chunk_lanes`), each with its own running sums.
-    ``shared``: what every consumer takes alike (the kernel's buffers, barriers, pointers and tile range)."""
-    (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
-     n_tiles, first, stride) = shared
+    statistics in D_PAD / 32 chunks of 64 lifted lanes (:func:`_chunk_lanes`), each with its own running sums."""
     gl.static_assert(BLOCK_N == 64, "the score's and the statistics' accumulators share one shape")
     BLOCKS: gl.constexpr = D_PAD // 32
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2
@@ -164,9 +161,6 @@ def _consume(shared, CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, K_PAD: gl.
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     SHARED_GAMMA: gl.constexpr = gh_all.type.shape[0] == 1  # one Gamma buffer for both consumers, in turn
-    if CONSUMERS != 2:  # the ping-pong token and the shared Gamma buffer pass between two consumers
-        gl.static_assert(not PINGPONG, "the ping-pong schedule takes two consumers")
-        gl.static_assert(not SHARED_GAMMA, "a shared Gamma buffer takes two consumers")
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
@@ -200,7 +194,7 @@ def _consume(shared, CONSUMER: gl.constexpr, CONSUMERS: gl.constexpr, K_PAD: gl.
     program_tiles = (n_tiles - first + stride - 1) // stride
     turns = 0
     gamma_turns = 0
-    for j in range(CONSUMER, program_tiles, CONSUMERS):
+    for j in range(CONSUMER, program_tiles, 2):
         stage = j % stages
         w0 = loop_variant_zero(j)  # W's and Gamma's buffers indexed by it: their descriptors stay in the loop
         if SHARED_GAMMA:  # this consumer's Gamma halves: the statistics' B operands
@@ -339,8 +333,7 @@ def _one_pass_kernel_ws(
     x_desc, center, W, b, n_out, su_out, ll_out,
     N, n_tiles,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    GAMMA_BUFFERS: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-    LOADER_REGS: gl.constexpr,
+    GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
 ):
     BLOCKS: gl.constexpr = D_PAD // 32  # 32-column blocks of X: TMA's box is at most one 128-byte swizzle wide
@@ -385,20 +378,13 @@ def _one_pass_kernel_ws(
 
     first = gl.program_id(0)
     stride = gl.num_programs(0)
-    shared = (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
-              N, n_tiles, first, stride)
-    if CONSUMERS == 2:
-        gl.warp_specialize([(_consume, (shared, 0, CONSUMERS, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-                            (_consume, (shared, 1, CONSUMERS, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-                            (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS))],
-                           [4, 1], [CONSUMER_REGS, LOADER_REGS])
-    else:
-        gl.static_assert(CONSUMERS == 3, "two or three consumer warpgroups")
-        gl.warp_specialize([(_consume, (shared, 0, CONSUMERS, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-                            (_consume, (shared, 1, CONSUMERS, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-                            (_consume, (shared, 2, CONSUMERS, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-                            (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS))],
-                           [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
+    gl.warp_specialize([
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
+                    N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
+                    N, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+        (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS)),
+    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
 def shared_bytes(k_pad: int, d_pad: int, gamma_buffers: int, stages: int) -> int:
@@ -411,34 +397,21 @@ def shared_bytes(k_pad: int, d_pad: int, gamma_buffers: int, stages: int) -> int
     return words * f32 + 8 * (2 * stages + 4)
 
 
-def shared_plan(k_pad: int, d_pad: int = 32, consumers: int = CONSUMERS) -> dict:
-    """Gamma buffers and ring stages: a buffer per consumer where that leaves a stage per consumer, else (two
-    consumers) one shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to
-    EXTRA_STAGES more than the consumers."""
-    min_stages = consumers
-    gamma_buffers = consumers
-    if shared_bytes(k_pad, d_pad, gamma_buffers, min_stages) + SCRATCH_MARGIN > SHARED_LIMIT:
+def shared_plan(k_pad: int, d_pad: int = 32) -> dict:
+    """Gamma buffers and ring stages: a buffer per consumer where that leaves a ring of MIN_STAGES, else one
+    shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to MAX_STAGES."""
+    gamma_buffers = CONSUMERS
+    if shared_bytes(k_pad, d_pad, gamma_buffers, MIN_STAGES) + SCRATCH_MARGIN > SHARED_LIMIT:
         gamma_buffers = 1
-    stages = consumers + EXTRA_STAGES
-    while stages > min_stages and shared_bytes(k_pad, d_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
+    stages = MAX_STAGES
+    while stages > MIN_STAGES and shared_bytes(k_pad, d_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
         stages -= 1
     return dict(GAMMA_BUFFERS=gamma_buffers, STAGES=stages)
 
 
-def registers(consumers: int = CONSUMERS) -> dict:
-    """setmaxnreg's split of the multiprocessor's registers (multiples of 8): the launch's per thread over the
-    consumers' warpgroups and the loader's (its one warp rounds up to a warpgroup), the loader's LOADER_REGISTERS,
-    and what that leaves each consumer: 168, 24, 240 with two consumers; 128, 24, 160 with three."""
-    threads = 128 * (consumers + 1)
-    launch = REGISTERS // threads // 8 * 8
-    consumer = (REGISTERS - 128 * LOADER_REGISTERS) // (128 * consumers) // 8 * 8
-    return dict(launch=launch, loader=LOADER_REGISTERS, consumer=consumer)
-
-
-def refusal(X, W, precision: str = "tf32x3", consumers: int = CONSUMERS) -> str | None:
+def refusal(X, W, precision: str = "tf32x3") -> str | None:
     """Why this kernel cannot take the sweep (None when it can): tf32x3, d a multiple of 4 (TMA's 16-byte row
-    stride, rows contiguous), (d_pad, K_pad) in K_PADS, two or three consumers (three where each gets its own
-    Gamma buffer: :func:`shared_plan`), a Hopper GPU."""
+    stride, rows contiguous), (d_pad, K_pad) in K_PADS, a Hopper GPU."""
     d, d_pad, k_pad = X.shape[1], W.shape[0] // 2, W.shape[1]
     if (off := hopper_kernels_switched_off()) is not None:
         return off
@@ -447,41 +420,34 @@ def refusal(X, W, precision: str = "tf32x3", consumers: int = CONSUMERS) -> str 
     if d % 4 or X.stride(1) != 1 or X.stride(0) % 4 or k_pad not in K_PADS.get(d_pad, ()):
         return (f"the warp-specialized one-pass kernel takes d a multiple of 4 (rows contiguous) and K_pad per d_pad "
                 f"in {K_PADS}; got d = {d} (d_pad {d_pad}), K_pad = {k_pad}")
-    if consumers not in (2, 3):
-        return f"the warp-specialized one-pass kernel runs two or three consumer warpgroups; got {consumers}"
-    if consumers == 3 and shared_plan(k_pad, d_pad, consumers)["GAMMA_BUFFERS"] < consumers:
-        return (f"three consumers of the warp-specialized one-pass kernel need a Gamma buffer each, which do not fit "
-                f"beside W and the ring at (K_pad, d_pad) = ({k_pad}, {d_pad})")
     if not X.is_cuda or torch.cuda.get_device_capability(X.device)[0] != 9:
         return f"the warp-specialized one-pass kernel needs a Hopper GPU (sm_90); X is on {X.device}"
     return None
 
 
-def launch_meta(k_pad: int, d_pad: int = 32, pingpong: bool = False, consumers: int = CONSUMERS) -> dict:
+def launch_meta(k_pad: int, d_pad: int = 32, pingpong: bool = False) -> dict:
     """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles)."""
-    regs = registers(consumers)
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=BLOCK_N, **shared_plan(k_pad, d_pad, consumers), CONSUMERS=consumers,
-                PINGPONG=pingpong, CONSUMER_REGS=regs["consumer"], LOADER_REGS=regs["loader"],
-                num_warps=4, maxnreg=regs["launch"])
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=BLOCK_N, **shared_plan(k_pad, d_pad), PINGPONG=pingpong,
+                CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
+                num_warps=4, maxnreg=LAUNCH_REGISTERS)
 
 
 def x_layout():
     return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
 
 
-def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES, consumers: int = CONSUMERS) -> int:
+def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES) -> int:
     """One program per SM, times the smallest whole factor that leaves each consumer at most ``sum_tiles``
     row tiles (kernels.launch.sum_bounded; 0: one per SM)."""
-    return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, consumers)
+    return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, CONSUMERS)
 
 
 def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES,
-                           sample_weight=None, consumers: int = CONSUMERS):
+                           sample_weight=None):
     """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
     n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns;
-    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted; ``consumers``: 2 or 3 consumer
-    warpgroups a program (three: 160 registers each, :func:`registers`; the ping-pong schedule takes two)."""
-    why = refusal(X, W, consumers=consumers)
+    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted."""
+    why = refusal(X, W)
     if why:
         raise ValueError(why)
     N, d = X.shape
@@ -489,9 +455,8 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     n, su, ll = out
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, BOX_COLUMNS], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
-    programs = program_count(n_tiles, X.device, sum_tiles, consumers)
-    meta = launch_meta(k_pad, d_pad, pingpong, consumers)
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **meta,
+    programs = program_count(n_tiles, X.device, sum_tiles)
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **launch_meta(k_pad, d_pad, pingpong),
                                      **weight_arguments(sample_weight))
     return n, su, ll
 

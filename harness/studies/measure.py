@@ -3,7 +3,7 @@ compiler's resource report (registers, spills, shared memory) per shape.
 
     python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass]
         [--precision tf32x3|ieee|fp64] [--config block_n=32,num_stages=1,... (repeatable)]
-        [--override one_pass_consumers=3 (repeatable)] [--sample-weight none,uniform] [--out FILE.csv]
+        [--override sum_tiles=64 (repeatable)] [--sample-weight none,uniform] [--out FILE.csv]
 
 --config times a whole launch config at every shape, --override the shape's own (dispatch.launch_config) with
 those fields changed, beside the shape's own as it is.

@@ -153,15 +153,14 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}
 
 
-def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32, consumers: int = 2):
+def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32):
     """Algorithm 2 warp-specialized (Gluon) as kernels.one_pass_ws launches it: the kernel's source, its
-    compile-time parameters and launch options (``weighted``: with sample weights; ``consumers``: its consumer
-    warpgroups)."""
+    compile-time parameters and launch options (``weighted``: with sample weights)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from kernels import one_pass_ws
 
-    meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong, consumers)
+    meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
     weight_sig, weight_constexprs = _weights_typed(weighted)
     constexprs.update(weight_constexprs)
@@ -172,18 +171,15 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_p
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
 
-def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32,
-                       consumers: int = 2) -> dict:
-    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 (consumers + 1) warps, plus
+def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32) -> dict:
+    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 12 warps, plus
     what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad, consumers)
-    warps = 4 * (consumers + 1)
-    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": warps,
-           "consumers": consumers,
+    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad)
+    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": 12,
            "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
            "weighted": weighted,
            "gamma_buffers": constexprs["GAMMA_BUFFERS"],
@@ -195,7 +191,7 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d
         return {**row, "error": compile_error(e)}
     sass = _sass(compiled)
     schedule = Counter(re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|WARPGROUP\.ARRIVE|STL|LDL|MUFU\.EX2)\b", sass))
-    return {**row, **_usage(compiled, warps), "wgmma_serialized": wgmma_serialized(compiled),
+    return {**row, **_usage(compiled, 12), "wgmma_serialized": wgmma_serialized(compiled),
             "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
                                                 compiled.asm["ptx"]))),
             "sass_schedule": dict(sorted(schedule.items()))}
@@ -279,7 +275,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             rows.append({**row, "error": compile_error(e)})
     if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass
             and k_pad in one_pass_ws_k_pads().get(d_pad, ())):
-        rows.append(ws_one_pass_report(K, d=d, consumers=cfg.one_pass_consumers))
+        rows.append(ws_one_pass_report(K, d=d))
     return rows
 
 

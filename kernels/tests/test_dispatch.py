@@ -95,13 +95,13 @@ def test_override_text_changes_only_its_fields_of_a_shapes_config():
     from kernels.launch import config_fields
 
     base = launch_config("one_pass", 32, 32)
-    changed = dataclasses.replace(base, **config_fields("one_pass_consumers=3,sum_tiles=64"))
-    assert (changed.one_pass_consumers, changed.sum_tiles) == (3, 64) and base.one_pass_consumers == 2
-    assert dataclasses.replace(changed, one_pass_consumers=2, sum_tiles=base.sum_tiles) == base
-    with pytest.raises(ValueError, match="consumers.*fields"):
-        config_fields("consumers=3")
-    with pytest.raises(ValueError, match="one_pass_consumers must be 2 or 3.*got 4"):
-        dataclasses.replace(base, **config_fields("one_pass_consumers=4"))
+    changed = dataclasses.replace(base, **config_fields("num_stages=4,sum_tiles=64"))
+    assert (changed.num_stages, changed.sum_tiles) == (4, 64) and base.sum_tiles != 64
+    assert dataclasses.replace(changed, num_stages=base.num_stages, sum_tiles=base.sum_tiles) == base
+    with pytest.raises(ValueError, match="stages.*fields"):
+        config_fields("stages=3")
+    with pytest.raises(ValueError, match="sum_tiles must be >= 0.*got -1"):
+        dataclasses.replace(base, **config_fields("sum_tiles=-1"))
 
 
 TABLE1_KD = [(16, 32), (32, 32), (64, 32), (128, 32), (512, 32), (1024, 32), (4096, 32), (16, 64), (16, 128),

@@ -57,14 +57,13 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
     K_pad 16, 64 and 128 (one Gamma buffer shared by the two consumers); d < d_pad: columns past d zero-filled
     (at d = 100 the fourth 32-column block in part, at d = 48 the second); d_pad 64 and 128: the score by
     32-column blocks and the statistics in chunks of 64 lanes; "one tile": the second consumer has no tile;
-    "deep ring": ~70 tiles per program. Both schedules of two consumers, and three consumers wherever the kernel
-    takes them (every K_pad but 128 at d_pad 32: "one tile", the second and third consumers have no tile)."""
+    "deep ring": ~70 tiles per program. Both schedules."""
     import dataclasses
 
     from kernels.dispatch import launch_config
     from kernels.estep import float64_statistics
     from kernels.one_pass import one_pass_statistics
-    from kernels.one_pass_ws import one_pass_statistics_ws, refusal
+    from kernels.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(N, K, d, seed=1)
     ws = _lifted_workspace(X, w, m, v)
@@ -73,14 +72,11 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
     triton_cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=0)
     triton = _errors(_sweep(ws, lambda: one_pass_statistics(X, ws.center, ws.W, ws.b, triton_cfg, "tf32x3", out=out)),
                      reference, K, d)
-    schedules = [(False, 2), (True, 2)] + ([(False, 3)] if refusal(X, ws.W, consumers=3) is None else [])
-    assert len(schedules) == 3 or (K > 64 and d <= 32), "three consumers refused where each has a Gamma buffer"
-    for pingpong, consumers in schedules:
-        n, su, ll = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, pingpong=pingpong,
-                                                              consumers=consumers))
+    for pingpong in (False, True):
+        n, su, ll = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, pingpong=pingpong))
         got = _errors((n, su, ll), reference, K, d)
         for key in ("n", "s", "u", "ll"):
-            assert got[key] <= max(2 * triton[key], 2e-6), (pingpong, consumers, key, got, triton)
+            assert got[key] <= max(2 * triton[key], 2e-6), (pingpong, key, got, triton)
     assert torch.all(n[K:] == 0) and torch.all(su[K:] == 0), "padded components must stay empty"
     assert float(n[:K].sum()) == pytest.approx(N, rel=1e-6)
 
@@ -93,7 +89,7 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
     kernel on X with each row repeated that many times (0: dropped), to float32 rounding, and the Triton kernel's
     weighted ones as closely as the two kernels' unweighted sums agree, at d = 32 also to float32 rounding (at
     d = 128 their scores' tf32x3 rounding, summed in different orders, moved one n_k by 5e-5 relative on the
-    H100); all-one weights give the unweighted sums; three consumers the two consumers' weighted sums."""
+    H100); all-one weights give the unweighted sums."""
     import dataclasses
 
     from kernels.dispatch import launch_config
@@ -125,10 +121,6 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
                                                      sample_weight=torch.ones_like(weights)))
     for a, b in zip(ones, plain):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-9)
-    three = _sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, sample_weight=weights,
-                                                      consumers=3))
-    for a, b in zip(three, got):  # the same rows' products, summed over three consumers' running sums
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
 
 
 @pytest.mark.gpu
@@ -150,12 +142,12 @@ def test_both_schedules_give_the_same_sums(pingpong):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("K,d,consumers", [(40, 32, 2), (16, 128, 2), (40, 32, 3), (16, 64, 3)])
-def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d, consumers):
-    """kernels.fit through the LaunchConfig switch (10 iterations, graph-captured; ``one_pass_consumers``) against
-    the same fit with the Triton one-pass kernel and against float64 EM: ell, variances and means no further from
-    float64 EM than twice the Triton fit's distance (or 1e-6), and at d = 32 the two fits within 1e-5 of each other
-    in ell per point."""
+@pytest.mark.parametrize("K,d", [(40, 32), (16, 128)])
+def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
+    """kernels.fit through the LaunchConfig switch (10 iterations, graph-captured) against the same fit with the
+    Triton one-pass kernel and against float64 EM: ell, variances and means no further from float64 EM than
+    twice the Triton fit's distance (or 1e-6), and at d = 32 the two fits within 1e-5 of each other in ell per
+    point."""
     import dataclasses
 
     import kernels
@@ -166,7 +158,7 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d, consumers):
     fits, errors = [], []
     for switch in (0, 1):
         cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=switch,
-                                  warp_specialized_one_pass_rows=0, one_pass_consumers=consumers)
+                                  warp_specialized_one_pass_rows=0)
         r = kernels.fit(X, (w, m, v), 10, algorithm="one_pass", config=cfg)
         assert r.kernel == ("one_pass_ws" if switch else "one_pass")
         fits.append(r)
@@ -207,23 +199,6 @@ def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
         assert why in refusal(X, W, precision)
 
 
-@pytest.mark.parametrize("K,d,consumers,why", [
-    (100, 32, 3, "need a Gamma buffer each"),
-    (32, 32, 4, "two or three consumer warpgroups"),
-    (32, 32, 1, "two or three consumer warpgroups"),
-], ids=["three consumers at K_pad 128", "four consumers", "one consumer"])
-def test_consumer_counts_the_ws_kernel_cannot_run_are_named(K, d, consumers, why, monkeypatch):
-    """Two or three consumer warpgroups; three only where each gets its own Gamma buffer (at (K_pad, d_pad) =
-    (128, 32) the two consumers share one). Checked before the device (the Hopper check is the last refusal)."""
-    from kernels.lift import pow2_at_least_16
-    from kernels.one_pass_ws import refusal
-
-    X = torch.zeros(10, d)
-    W = torch.zeros(2 * pow2_at_least_16(d), pow2_at_least_16(K))
-    assert why in refusal(X, W, consumers=consumers)
-    assert "Hopper GPU" in refusal(X, W, consumers=2) or torch.cuda.is_available()
-
-
 def test_a_row_stride_tma_cannot_take_is_refused():
     """TMA needs rows 16-byte aligned: a view with a row stride of 33 floats is refused whatever its width."""
     from kernels.one_pass_ws import refusal
@@ -251,33 +226,17 @@ def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(
         torch.testing.assert_close(on, off, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("consumers", [2, 3])
-def test_shared_memory_plan_fits_the_h200_at_every_k_pad(consumers):
-    """Each consumer gets its own Gamma buffer where a ring of a stage per consumer still fits, the two consumers
-    one shared buffer at (K_pad, d_pad) = (128, 32) (three are refused there); at most two stages more than the
-    consumers; the plan leaves the compiler's scratch margin under the H200's per-program limit."""
+def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
+    """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
+    (K_pad, d_pad) = (128, 32); the plan leaves the compiler's scratch margin under the H200's per-program limit."""
     from kernels import one_pass_ws as ows
 
-    plans = {(k, d): ows.shared_plan(k, d, consumers) for d, ks in ows.K_PADS.items() for k in ks}
-    assert [k for k, p in plans.items() if p["GAMMA_BUFFERS"] != consumers] == [(128, 32)]
+    plans = {(k, d): ows.shared_plan(k, d) for d, ks in ows.K_PADS.items() for k in ks}
+    assert [k for k, p in plans.items() if p["GAMMA_BUFFERS"] == 1] == [(128, 32)]
     for (k, d), p in plans.items():
-        assert consumers <= p["STAGES"] <= consumers + 2
+        assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
         assert ows.shared_bytes(k, d, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
-    assert ows.shared_bytes(128, 32, consumers, consumers) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
-
-
-def test_register_split_fills_the_multiprocessor():
-    """setmaxnreg's split: the launch's registers a thread times the 4 (consumers + 1) warps, and the loader's
-    warpgroup plus the consumers' after setmaxnreg, within the multiprocessor's 65536; 240 a consumer for two,
-    160 for three."""
-    from kernels import one_pass_ws as ows
-
-    for consumers, consumer in ((2, 240), (3, 160)):
-        r = ows.registers(consumers)
-        assert r["consumer"] == consumer and r["loader"] == ows.LOADER_REGISTERS
-        assert 128 * (consumers + 1) * r["launch"] <= ows.REGISTERS
-        assert 128 * (consumers * r["consumer"] + r["loader"]) <= ows.REGISTERS
-        assert r["launch"] % 8 == 0 and r["consumer"] % 8 == 0
+    assert ows.shared_bytes(128, 32, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
 
 
 @pytest.mark.parametrize("module", ["one_pass_ws", "two_pass_ws"])

@@ -103,27 +103,6 @@ def test_the_warp_specialized_one_pass_past_d_pad_32_compiles_pipelined_and_with
         assert r["shared_bytes_planned"] <= r["shared_bytes"] <= SHARED_LIMIT, r
 
 
-def test_three_consumers_compile_to_the_same_tile_loop_without_spills():
-    """Offline sm_90 compile with LaunchConfig.one_pass_consumers = 3 at d = 32, K_pad 16 and 32: 16 warps at 128
-    registers, setmaxnreg giving each consumer 160 and the loader 24, per consumer the same 48 HGMMA a tile under
-    two waits (144 and 6 for the three), ptxas keeping them pipelined, no stack, shared memory as planned (a Gamma
-    buffer per consumer, five stages) and under the H200's limit."""
-    from kernels.one_pass_ws import SHARED_LIMIT
-
-    config = "block_n=64,num_warps=4,num_stages=3,warp_specialized_one_pass=1,one_pass_consumers=3"
-    for K in (16, 32):
-        rows = {r["kernel"]: r for r in report_rows("--K", str(K), "--d", "32", "--algorithm", "one_pass",
-                                                    "--config", config)[-2:]}
-        r = rows["one_pass.statistics_ws"]
-        assert "error" not in r, r
-        assert r["consumers"] == 3 and r["num_warps"] == 16 and r["registers"] <= 128, r
-        assert ["dec", "24"] in r["setmaxnreg"] and ["inc", "160"] in r["setmaxnreg"], r["setmaxnreg"]
-        assert r["sass_schedule"]["HGMMA"] == 144 and r["sass_schedule"]["WARPGROUP.DEPBAR"] == 6, r["sass_schedule"]
-        assert r["wgmma_serialized"] is None and r["stack_bytes"] == 0, r
-        assert r["gamma_buffers"] == 3 and r["num_stages"] == 5, r
-        assert r["shared_bytes_planned"] <= r["shared_bytes"] <= SHARED_LIMIT, r
-
-
 def test_the_warp_specialized_pass_2_takes_its_exponentials_without_the_subnormal_fix_up():
     """Algorithm 3's warp-specialized pass 2 at K 512 and 4096 (d = 32): Gamma = exp_ftz(S - L), with none of the
     compare-halve-square ptxas puts around each MUFU.EX2 of gl.exp (the Triton pass 1 beside it keeps tl.exp's)."""
