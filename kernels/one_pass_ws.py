@@ -15,16 +15,18 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   its own running sums;
 - two consumer warpgroups take the ring's tiles in turn (a third, at 160 registers each, measured slower on
   an H100 at every shape timed: results/h100_80gb_hbm3/kernel_measure/NOTES.md). Each loads the score's and
-  the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32 products back to back under one wait, forms m, lambda and Gamma = exp(S - m) /
-  lambda, stores Gamma's TF32 halves, and issues the statistics' three products (over all 64 rows) into a fresh
-  accumulator under one wait, which it adds into float32 running sums in registers (issue 21: the products never
-  accumulate into a large running value, so each tile costs one float32 rounding); the grid is sized so that no
-  consumer's sums add more than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
+  the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32
+  products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores Gamma's TF32
+  halves, and issues the statistics' three products (over all 64 rows) into a fresh accumulator under one wait,
+  which it adds into float32 running sums in registers (issue 21: the products never accumulate into a large
+  running value, so each tile costs one float32 rounding); the grid is sized so that no consumer's sums add more
+  than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
 - ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
-  measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed between the two consumers through a pair
-  of mbarriers orders their tensor-core phases, score(t), score(t+1), statistics(t), statistics(t+1), ...:
-  a consumer waits for the token, issues its products, passes the token on and only then waits for
-  its products, so one warpgroup's exponentials run while the other's products occupy the tensor cores.
+  measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed
+  between the two consumers through a pair of mbarriers orders their tensor-core phases, score(t), score(t+1),
+  statistics(t), statistics(t+1), ...: a consumer waits for the token, issues its products, passes the token on
+  and only then waits for its products, so one warpgroup's exponentials run while the other's products occupy the
+  tensor cores.
 
 Registers by setmaxnreg: 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168 per thread fill
 the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One float64 atomic commit
@@ -379,10 +381,10 @@ def _one_pass_kernel_ws(
     first = gl.program_id(0)
     stride = gl.num_programs(0)
     gl.warp_specialize([
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
-                    N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
-        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out,
-                    N, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out,
+                    su_out, ll_out, N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
+        (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out,
+                    su_out, ll_out, N, n_tiles, first, stride, 1, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
         (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
