@@ -66,8 +66,11 @@ K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the compone
 BOX_COLUMNS = 32  # TMA's box: one 128-byte swizzle of float32
 CONSUMERS = 2
 LOADER_REGISTERS = 24
-CONSUMER_REGISTERS = 240  # (168 * 12 - 24 * 4) / 8: what the loader's warpgroup leaves to the two consumers
-LAUNCH_REGISTERS = 168  # 12 warps x 32 threads x 168 <= 65536: one program per SM
+REGISTERS = 65536  # a multiprocessor's, all for the one program
+# setmaxnreg's split, multiples of 8: the launch's registers a thread over the consumers' and the loader's warpgroups
+# (its one warp rounds up to a warpgroup), 168; what the loader's 24 leave each consumer, 240
+LAUNCH_REGISTERS = REGISTERS // (128 * (CONSUMERS + 1)) // 8 * 8
+CONSUMER_REGISTERS = (REGISTERS - 128 * LOADER_REGISTERS) // (128 * CONSUMERS) // 8 * 8
 SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4

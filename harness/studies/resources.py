@@ -172,14 +172,15 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_p
 
 
 def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32) -> dict:
-    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 12 warps, plus
+    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 (consumers + 1) warps, plus
     what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad)
-    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": 12,
+    warps = 4 * (one_pass_ws.CONSUMERS + 1)
+    row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": warps,
            "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
            "weighted": weighted,
            "gamma_buffers": constexprs["GAMMA_BUFFERS"],
@@ -191,7 +192,7 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d
         return {**row, "error": compile_error(e)}
     sass = _sass(compiled)
     schedule = Counter(re.findall(r"\b(HGMMA|WARPGROUP\.DEPBAR|WARPGROUP\.ARRIVE|STL|LDL|MUFU\.EX2)\b", sass))
-    return {**row, **_usage(compiled, 12), "wgmma_serialized": wgmma_serialized(compiled),
+    return {**row, **_usage(compiled, warps), "wgmma_serialized": wgmma_serialized(compiled),
             "setmaxnreg": sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
                                                 compiled.asm["ptx"]))),
             "sass_schedule": dict(sorted(schedule.items()))}

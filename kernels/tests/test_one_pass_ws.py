@@ -236,7 +236,18 @@ def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
     for (k, d), p in plans.items():
         assert ows.MIN_STAGES <= p["STAGES"] <= ows.MAX_STAGES
         assert ows.shared_bytes(k, d, p["GAMMA_BUFFERS"], p["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
-    assert ows.shared_bytes(128, 32, 2, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
+    assert ows.shared_bytes(128, 32, ows.CONSUMERS, ows.MIN_STAGES) + ows.SCRATCH_MARGIN > ows.SHARED_LIMIT
+
+
+def test_register_split_fills_the_multiprocessor():
+    """setmaxnreg's split: the launch's registers a thread times the 12 warps, and the loader's warpgroup plus the
+    two consumers' after setmaxnreg, within the multiprocessor's 65536; 168 at launch, 240 a consumer."""
+    from kernels import one_pass_ws as ows
+
+    assert (ows.LAUNCH_REGISTERS, ows.CONSUMER_REGISTERS) == (168, 240)
+    assert 128 * (ows.CONSUMERS + 1) * ows.LAUNCH_REGISTERS <= ows.REGISTERS
+    assert 128 * (ows.CONSUMERS * ows.CONSUMER_REGISTERS + ows.LOADER_REGISTERS) <= ows.REGISTERS
+    assert ows.LAUNCH_REGISTERS % 8 == 0 and ows.CONSUMER_REGISTERS % 8 == 0
 
 
 @pytest.mark.parametrize("module", ["one_pass_ws", "two_pass_ws"])
