@@ -50,19 +50,22 @@ def test_derived_columns(tmp_path):
         assert f.readline().strip().split(",") == COLUMNS
 
 
-@pytest.mark.parametrize("gpu, one_pass_at", [("NVIDIA H200", {(16, 16), (64, 128), (256, 16)}),
+@pytest.mark.parametrize("gpu, one_pass_at", [("NVIDIA H200", {(16, 16), (64, 128), (256, 16), (128, 32)}),
                                               (None, {(16, 16)})])  # no GPU named: the paper's A100 rule
 def test_dispatch_choice_is_the_kernels_rule_for_the_folders_gpu(tmp_path, gpu, one_pass_at):
     """Measured on the H200, one pass runs up to K_pad * d_pad = 8192 at K_pad <= 128 and at (256, 16);
-    the A100 rule stops at 4096 and K_pad <= 128. Whatever the arm: the column describes the cell's (K, d)."""
+    the A100 rule stops at 4096 and K_pad <= 128. Whatever the arm: the column describes the cell's (K, d), at
+    its precision: fp64 at (128, 32) is asked at (128, 64), 8192, one pass on the H200 only."""
     exp = tmp_path / "dev" / "e"
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "env.json").write_text(json.dumps({"gpu": gpu}))
-    for arm, K, d in (("turbo_gmm", 16, 16), ("turbo_gmm", 64, 128), ("pytorch", 256, 16), ("turbo_gmm", 256, 32)):
-        _write(exp, _record(arm, shape=f"s{K}_{d}", K=K, d=d), [0, 1, 1, 0])
+    cells = (("turbo_gmm", 16, 16, "tf32x3"), ("turbo_gmm", 64, 128, "tf32x3"), ("pytorch", 256, 16, "fp32"),
+             ("turbo_gmm", 256, 32, "tf32x3"), ("turbo_gmm_fp64", 128, 32, "fp64"))
+    for arm, K, d, precision in cells:
+        _write(exp, _record(arm, shape=f"s{K}_{d}", K=K, d=d, precision=precision), [0, 1, 1, 0])
     rows = read_csv(collect(exp))
     assert {(int(r["K"]), int(r["d"])): r["dispatch_choice"] for r in rows} == {
-        (K, d): "one_pass" if (K, d) in one_pass_at else "two_pass" for K, d in ((16, 16), (64, 128), (256, 16), (256, 32))}
+        (K, d): "one_pass" if (K, d) in one_pass_at else "two_pass" for _, K, d, _ in cells}
 
 
 def _writer(exp, worker, n):
