@@ -4,7 +4,8 @@
 
 For every shape: Turbo-GMM's ms/iter and algorithm, the fraction of issue 23's roofline it reaches (the tf32x3
 tensor-core time of the useful 8NKd FLOP, or the time to read X once, the longer:
-harness.studies.statistics_accumulation.roofline_ms), the fastest valid fit of another system (not one of
+harness.studies.statistics_accumulation.roofline_ms, at the TF32 rate and HBM read bandwidth the device's
+env.json probes measured, issue 23's H200 figures where there are none), the fastest valid fit of another system (not one of
 this project's own arms, e.g. Turbo-GMM at fp64) and
 the ratio (> 1: Turbo-GMM faster), Flash-GMM tf32x3's time (the paper's protocol;
 shown also where the gate rejected its fit) and that ratio; then at how many shapes
@@ -15,19 +16,31 @@ turbo_summary.md beside the CSV.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
 from figures.claims import OURS, Results
 from figures.table1 import ms_per_iter, sorted_rows
-from harness.studies.statistics_accumulation import roofline_ms
+from harness.studies.statistics_accumulation import HBM_TBPS, TF32X3_TFLOPS, roofline_ms
 
 FLASH = "flash_gmm"
+
+
+def rates(folder: Path) -> dict:
+    """The roofline's rates: the TF32 TFLOP/s and HBM read TB/s of ``folder``/env.json's probes, and their source."""
+    env = Path(folder) / "env.json"
+    probes = (json.loads(env.read_text()).get("probes") or {}) if env.exists() else {}
+    if probes.get("tf32_tflops") and probes.get("hbm_read_gb_per_s"):
+        return {"tf32_tflops": probes["tf32_tflops"], "hbm_tbps": probes["hbm_read_gb_per_s"] / 1e3,
+                "source": "env.json probes"}
+    return {"tf32_tflops": TF32X3_TFLOPS, "hbm_tbps": HBM_TBPS, "source": "issue 23's H200 figures"}
 
 
 def summarize(folder: Path) -> tuple[list[dict], dict]:
     """(one dict per shape with a Turbo-GMM row, totals) from ``folder``/table1.csv."""
     res = Results(folder)
+    rate = rates(folder)
     by_shape: dict[str, list[dict]] = {}
     for r in sorted_rows(res.rows("table1") or []):
         by_shape.setdefault(r["shape"], []).append(r)
@@ -41,7 +54,8 @@ def summarize(folder: Path) -> tuple[list[dict], dict]:
         best_ms, best = min(others, key=lambda x: x[0]) if others else (None, None)
         flash = next((r for r in cells if r["arm"] == FLASH), None)
         f_ms = ms_per_iter(flash) if flash else None
-        floor = roofline_ms(int(turbo["N"]), int(turbo["K"]), int(turbo["d"]))
+        floor = roofline_ms(int(turbo["N"]), int(turbo["K"]), int(turbo["d"]), rate["tf32_tflops"],
+                            rate["hbm_tbps"])
         out.append({"shape": shape, "algorithm": turbo["algorithm"], "turbo_ms": t_ms, "turbo_cell": _cell(turbo),
                     "roofline": floor / t_ms if t_ms else None,
                     "runner_up": best["label"] if best else None, "runner_up_ms": best_ms,
@@ -50,9 +64,10 @@ def summarize(folder: Path) -> tuple[list[dict], dict]:
                     "flash_ms": f_ms, "flash_gate": flash["gate"] if flash else None,
                     "flash_ratio": f_ms / t_ms if t_ms and f_ms else None})
     over_flash = res.turbo_ratios(FLASH)  # claim 1's ratios: both fits valid
-    totals = {"shapes": len(out), "fastest": sum(1 for r in out if r["ratio"] and r["ratio"] > 1),
+    totals = {"shapes": len(out), "contested": sum(1 for r in out if r["ratio"]),
+              "fastest": sum(1 for r in out if r["ratio"] and r["ratio"] > 1),
               "median_over_flash": statistics.median(over_flash.values()) if over_flash else None,
-              "flash_shapes": len(over_flash)}
+              "flash_shapes": len(over_flash), "rates": rate}
     return out, totals
 
 
@@ -78,9 +93,13 @@ def markdown(rows: list[dict], totals: dict) -> str:
                      f"{ratio(r['ratio'])} | {flash} | {ratio(r['flash_ratio'])} | {r['turbo_cell']} / "
                      f"{r['runner_up_cell'] or '—'} |")
     med = totals["median_over_flash"]
-    lines += ["", f"Turbo-GMM is the fastest valid fit at {totals['fastest']} of {totals['shapes']} shapes. "
+    rate = totals["rates"]
+    lines += ["", f"Turbo-GMM is the fastest valid fit at {totals['fastest']} of the {totals['contested']} shapes "
+              f"where another system's fit is valid ({totals['shapes']} shapes in all). "
               f"Median over Flash-GMM (tf32x3) where both fits are valid: "
-              f"{ratio(med)} over {totals['flash_shapes']} shapes."]
+              f"{ratio(med)} over {totals['flash_shapes']} shapes. Roofline at {rate['tf32_tflops']:.0f} TF32 "
+              f"TFLOP/s (each useful FLOP charged 3 times) and {rate['hbm_tbps']:.2f} TB/s of HBM read "
+              f"({rate['source']})."]
     return "\n".join(lines) + "\n"
 
 

@@ -87,6 +87,9 @@ def test_claims_report_on_the_fixture(device_dir):
     assert v["26"]["verdict"] == "holds"  # 6400 -> 4600 MB is 28.1 % shed
     assert v["27"]["verdict"] == v["28"]["verdict"] == claims.NOT_MEASURED  # no CSV: never invented
     assert v["10"]["verdict"] == claims.NOT_MEASURED  # no cuVS rows
+    # the fixture ran two of the six libraries: "the fastest valid library" is the faster of those two only
+    assert v["7"]["verdict"].endswith("(partial: 2 of 6 libraries: pytorch, sklearn)")
+    assert v["7"]["measured"] == "2.5-4x over 5 of 5 shapes"  # PyTorch 2.5x; at K = 512 it is rejected: sklearn 4x
 
 
 def test_a_rung_faster_than_the_one_before_is_not_called_slower():
