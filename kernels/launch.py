@@ -53,6 +53,9 @@ class LaunchConfig:
     programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
     fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
     kernel's 2.4 tiles per program measured slower);
+    one_pass_overlap: where the warp-specialized one pass runs at d_pad 32 and K_pad 16 or 32
+    (one_pass_ws.overlaps), each consumer issues its next tile's score before this tile's exponentials
+    (one_pass_ws._consume_overlapped), else as at 0; off until timed against the default on a Hopper GPU;
     sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
     where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
     the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);
@@ -71,6 +74,7 @@ class LaunchConfig:
     warp_specialized_pass2: int = 0
     warp_specialized_one_pass: int = 0
     warp_specialized_one_pass_rows: int = 0
+    one_pass_overlap: int = 0
     sum_tiles: int = SUM_TILES
 
     def __post_init__(self):

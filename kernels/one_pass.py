@@ -93,7 +93,7 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 
         out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
         return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles,
-                                                  sample_weight=sample_weight)
+                                                  sample_weight=sample_weight, overlap=bool(cfg.one_pass_overlap))
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if X.is_cuda and (limit := _wgmma_shared_memory_limit(X.device.index or 0)) is not None:

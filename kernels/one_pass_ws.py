@@ -27,6 +27,10 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   statistics(t), statistics(t+1), ...: a consumer waits for the token, issues its products, passes the token on
   and only then waits for its products, so one warpgroup's exponentials run while the other's products occupy the
   tensor cores.
+- ``OVERLAP`` (``LaunchConfig.one_pass_overlap``, off until timed): each consumer issues its next tile's score
+  before this tile's exponentials (:func:`_consume_overlapped`, d_pad 32 at K_pad 16 and 32), since on an H100 the
+  issue slots (~850 cycles a tile) and the tensor pipe (~760) added up to 91% of a tile's 1771 cycles at 20M_32_32
+  (results/h100_80gb_hbm3/kernel_measure/NOTES.md, e467189): the other consumer did not hide them.
 
 Registers by setmaxnreg: 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168 per thread fill
 the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One float64 atomic commit
@@ -74,6 +78,8 @@ CONSUMER_REGISTERS = (REGISTERS - 128 * LOADER_REGISTERS) // (128 * CONSUMERS) /
 SHARED_LIMIT = 232448  # bytes per program the H200 allows (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 MIN_STAGES = 2  # each consumer holds one stage while it splits its tile
 MAX_STAGES = 4
+OVERLAP_K_PADS = (16, 32)  # where _consume_overlapped compiles without spills at d_pad 32 (K_pad 64: 393 LDL/STL)
+OVERLAP_MAX_STAGES = 6  # overlapped, each consumer holds two stages: the ring keeps two more for the loader
 N_TILE_MAX_K_PAD = gl.constexpr(32)  # the widest K_pad whose n is summed as whole Gamma tiles (_consume)
 SCRATCH_MARGIN = 8192  # the compiler's reduction and layout-conversion scratch (sm_90 compile: ~2-4 KB)
 
@@ -334,12 +340,110 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
 
 @gluon.jit
+def _score_issue(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
+    """At D_PAD = 32: the score's A operands (x - c and its square, TF32 halves) from the ring, and its six
+    products issued without a wait, in kernels/tf32x3.py's order (lo.hi, hi.lo, hi.hi) over the 64 lifted lanes;
+    returns the pending accumulator and the operands it reads until waited for."""
+    lin = ring.index(stage).slice(0, BLOCK_N).load(a_op) - c
+    sq = lin * lin
+    lin_hi = tf32_high(lin)
+    lin_lo = lin - lin_hi
+    sq_hi = tf32_high(sq)
+    sq_lo = sq - sq_hi
+    s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
+    s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(lin_hi, w_smem.index(w0).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+    return s, lin_hi, lin_lo, sq_hi, sq_lo
+
+
+@gluon.jit
+def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
+                        n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
+                        WEIGHTED: gl.constexpr):
+    """Consumer partition at D_PAD = 32 with its own products overlapped: the score of its next tile is issued
+    before the exponentials of this one, so the tensor cores work while this warpgroup's own m, lambda and Gamma
+    run (the FlashAttention-3 intra-warpgroup overlap), where :func:`_consume` leaves that to the other consumer.
+    The last tile's look-ahead reads a ring stage without waiting for it and its score is discarded."""
+    gl.static_assert(BLOCK_N == 64, "the score's and the statistics' accumulators share one shape")
+    stages: gl.constexpr = ring.type.shape[0]
+    gl.static_assert(stages >= 3, "a consumer holds its tile's stage while it reads its next tile's")
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
+    D_PAD: gl.constexpr = 32
+    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
+    c = gl.load(center + cols)[None, :]
+    lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
+    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
+    squared = (lanes >= D_PAD)[:, None]
+    zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
+    per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    n_comps = gl.arange(0, K_PAD, layout=per_thread)
+    n_run = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
+    su_run0 = gl.zeros([64, K_PAD], gl.float32, mma)
+    ll_run = gl.zeros([BLOCK_N], gl.float64, gl.SliceLayout(1, mma))
+
+    program_tiles = (n_tiles - first + stride - 1) // stride
+    mbarrier.wait(ready.index(CONSUMER % stages), 0, pred=CONSUMER < program_tiles)
+    s, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, CONSUMER % stages, c, w_smem, loop_variant_zero(CONSUMER),
+                                                   zero, a_op, BLOCK_N)
+    s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+    for j in range(CONSUMER, program_tiles, 2):
+        stage = j % stages
+        w0 = loop_variant_zero(j)
+        gh_smem = gh_all.index(w0 + CONSUMER)
+        gl_smem = gl_all.index(w0 + CONSUMER)
+        rows = (first + j * stride) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
+        row_ok = rows < N
+        s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]
+        nxt = j + 2
+        mbarrier.wait(ready.index(nxt % stages), (nxt // stages) & 1, pred=nxt < program_tiles)
+        s_next, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
+
+        m = gl.max(s, 1)
+        p = exp_ftz(s - m[:, None])
+        lam = gl.sum(p, 1)
+        if WEIGHTED:
+            weight = gl.load(sw + rows, mask=row_ok, other=0.0)
+        else:
+            weight = gl.where(row_ok, 1.0, 0.0)
+        g = p * (weight / lam)[:, None]
+        n_run += g
+        ll_run += gl.where(row_ok, weight * (m + gl.log(lam)), 0.0).to(gl.float64)
+        g_hi = tf32_high(g)
+        gh_smem.store(g_hi)
+        gl_smem.store(g - g_hi)
+
+        xt = transposed_lift(ring.index(stage), BLOCK_N, D_PAD).load(a_op) - c_t
+        xt = gl.where(squared, xt * xt, xt)
+        xt_hi = tf32_high(xt)
+        xt_lo = xt - xt_hi
+        fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
+        mbarrier.arrive(empty.index(stage), count=1)
+        su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)
+        su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
+        su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+        # the next tile's score was issued first, so it completes with these (wgmma groups retire in order)
+        su, _, _, s, _, _, _, _ = warpgroup_mma_wait(
+            num_outstanding=0, deps=(su, xt_hi, xt_lo, s_next, lin_hi, lin_lo, sq_hi, sq_lo))
+        su_run0 += su
+
+    n_sum = gl.convert_layout(gl.sum(n_run, 0), per_thread)
+    gl.atomic_add(n_out + n_comps, n_sum.to(gl.float64), sem="relaxed")  # relaxed: see lift.commit_statistics
+    _commit_chunk(su_out, su_run0, 0, K_PAD, D_PAD)
+    gl.atomic_add(ll_out, gl.sum(ll_run, 0), sem="relaxed")
+
+
+@gluon.jit
 def _one_pass_kernel_ws(
     x_desc, center, W, b, n_out, su_out, ll_out,
     N, n_tiles,
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     GAMMA_BUFFERS: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
+    OVERLAP: gl.constexpr = False,  # _consume_overlapped (launch_meta sets it only where overlaps() says)
 ):
     BLOCKS: gl.constexpr = D_PAD // 32  # 32-column blocks of X: TMA's box is at most one 128-byte swizzle wide
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2  # ring slots a stage takes: two 32-column blocks each (at d_pad = 32,
@@ -383,6 +487,16 @@ def _one_pass_kernel_ws(
 
     first = gl.program_id(0)
     stride = gl.num_programs(0)
+    if OVERLAP:
+        gl.static_assert(D_PAD == 32 and not PINGPONG and GAMMA_BUFFERS == 2, "overlapped: D_PAD 32, a Gamma each")
+        gl.warp_specialize([
+            (_consume_overlapped, (ring, ready, empty, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out,
+                                   ll_out, N, n_tiles, first, stride, 0, K_PAD, BLOCK_N, WEIGHTED)),
+            (_consume_overlapped, (ring, ready, empty, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out,
+                                   ll_out, N, n_tiles, first, stride, 1, K_PAD, BLOCK_N, WEIGHTED)),
+            (row_tile_loader, (x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+        return
     gl.warp_specialize([
         (_consume, (ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out,
                     su_out, ll_out, N, n_tiles, first, stride, 0, K_PAD, D_PAD, BLOCK_N, PINGPONG, WEIGHTED)),
@@ -402,13 +516,13 @@ def shared_bytes(k_pad: int, d_pad: int, gamma_buffers: int, stages: int) -> int
     return words * f32 + 8 * (2 * stages + 4)
 
 
-def shared_plan(k_pad: int, d_pad: int = 32) -> dict:
+def shared_plan(k_pad: int, d_pad: int = 32, max_stages: int = MAX_STAGES) -> dict:
     """Gamma buffers and ring stages: a buffer per consumer where that leaves a ring of MIN_STAGES, else one
-    shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to MAX_STAGES."""
+    shared buffer (K_pad = 128: W and two buffers take 192 KB); then the deepest ring up to ``max_stages``."""
     gamma_buffers = CONSUMERS
     if shared_bytes(k_pad, d_pad, gamma_buffers, MIN_STAGES) + SCRATCH_MARGIN > SHARED_LIMIT:
         gamma_buffers = 1
-    stages = MAX_STAGES
+    stages = max_stages
     while stages > MIN_STAGES and shared_bytes(k_pad, d_pad, gamma_buffers, stages) + SCRATCH_MARGIN > SHARED_LIMIT:
         stages -= 1
     return dict(GAMMA_BUFFERS=gamma_buffers, STAGES=stages)
@@ -430,9 +544,19 @@ def refusal(X, W, precision: str = "tf32x3") -> str | None:
     return None
 
 
-def launch_meta(k_pad: int, d_pad: int = 32, pingpong: bool = False) -> dict:
-    """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles)."""
-    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=BLOCK_N, **shared_plan(k_pad, d_pad), PINGPONG=pingpong,
+def overlaps(k_pad: int, d_pad: int, pingpong: bool = False) -> bool:
+    """Whether :func:`_consume_overlapped` takes the consumers' tiles: d_pad 32, K_pad in OVERLAP_K_PADS, and not
+    the ping-pong schedule (which orders the two consumers' products instead)."""
+    return d_pad == 32 and k_pad in OVERLAP_K_PADS and not pingpong
+
+
+def launch_meta(k_pad: int, d_pad: int = 32, pingpong: bool = False, overlap: bool = False) -> dict:
+    """Compile-time parameters and launch options (what the launch uses and harness.studies.resources compiles);
+    ``overlap``: the overlapped consumers where :func:`overlaps` says they run, else as without."""
+    overlap = overlap and overlaps(k_pad, d_pad, pingpong)
+    plan = shared_plan(k_pad, d_pad, OVERLAP_MAX_STAGES if overlap else MAX_STAGES)
+    extra = dict(OVERLAP=True) if overlap else {}  # absent, the kernel compiles as before the option
+    return dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=BLOCK_N, **plan, PINGPONG=pingpong, **extra,
                 CONSUMER_REGS=CONSUMER_REGISTERS, LOADER_REGS=LOADER_REGISTERS,
                 num_warps=4, maxnreg=LAUNCH_REGISTERS)
 
@@ -448,10 +572,11 @@ def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES
 
 
 def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES,
-                           sample_weight=None):
+                           sample_weight=None, overlap: bool = False):
     """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
     n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns;
-    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted."""
+    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted; ``overlap``: each consumer's next
+    score issued before this tile's exponentials where :func:`overlaps` allows (:func:`_consume_overlapped`)."""
     why = refusal(X, W)
     if why:
         raise ValueError(why)
@@ -461,7 +586,8 @@ def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_til
     x_desc = TensorDescriptor(X, [N, d], [X.stride(0), 1], [BLOCK_N, BOX_COLUMNS], x_layout())
     n_tiles = triton.cdiv(N, BLOCK_N)
     programs = program_count(n_tiles, X.device, sum_tiles)
-    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **launch_meta(k_pad, d_pad, pingpong),
+    meta = launch_meta(k_pad, d_pad, pingpong, overlap)
+    _one_pass_kernel_ws[(programs,)](x_desc, center, W, b, n, su, ll, N, n_tiles, **meta,
                                      **weight_arguments(sample_weight))
     return n, su, ll
 

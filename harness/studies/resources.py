@@ -153,14 +153,14 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     return source, constexprs, {"num_warps": 4, "maxnreg": 128}
 
 
-def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32):
+def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32, overlap: bool = False):
     """Algorithm 2 warp-specialized (Gluon) as kernels.one_pass_ws launches it: the kernel's source, its
     compile-time parameters and launch options (``weighted``: with sample weights)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from kernels import one_pass_ws
 
-    meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong)
+    meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong, overlap)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
     weight_sig, weight_constexprs = _weights_typed(weighted)
     constexprs.update(weight_constexprs)
@@ -171,18 +171,19 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_p
     return source, constexprs, {"num_warps": meta["num_warps"], "maxnreg": meta["maxnreg"]}
 
 
-def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32) -> dict:
+def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32,
+                       overlap: bool = False) -> dict:
     """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 (consumers + 1) warps, plus
     what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
-    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad)
+    source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad, overlap)
     warps = 4 * (one_pass_ws.CONSUMERS + 1)
     row = {"kernel": "one_pass.statistics_ws", "K": K, "d": d, "precision": "tf32x3", "num_warps": warps,
            "num_stages": constexprs["STAGES"], "max_registers": options["maxnreg"], "pingpong": pingpong,
-           "weighted": weighted,
+           "weighted": weighted, "overlap": constexprs.get("OVERLAP", False),
            "gamma_buffers": constexprs["GAMMA_BUFFERS"],
            "shared_bytes_planned": one_pass_ws.shared_bytes(k_pad, d_pad, constexprs["GAMMA_BUFFERS"],
                                                             constexprs["STAGES"])}
@@ -276,7 +277,7 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
             rows.append({**row, "error": compile_error(e)})
     if (algorithm == "one_pass" and precision == "tf32x3" and cfg.warp_specialized_one_pass
             and k_pad in one_pass_ws_k_pads().get(d_pad, ())):
-        rows.append(ws_one_pass_report(K, d=d))
+        rows.append(ws_one_pass_report(K, d=d, overlap=bool(cfg.one_pass_overlap)))
     return rows
 
 

@@ -226,6 +226,44 @@ def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(
         torch.testing.assert_close(on, off, rtol=1e-12, atol=0)
 
 
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("N,K,weighted", [(50_000, 20, False), (64, 16, False), (1023, 7, True), (600_000, 32, False),
+                                          (100_003, 33, False)],
+                         ids=["50000x20", "one tile", "weighted", "deep ring", "K_pad 64: not overlapped"])
+def test_the_overlapped_consumers_give_the_default_consumers_sums(N, K, weighted):
+    """A consumer's next score issued before this tile's exponentials changes when the products run, not what
+    they add: the default consumers' sums (one float64 commit per consumer: equal up to the atomics' order).
+    "one tile": the second consumer has none (its look-ahead reads a stage nothing loads, and is discarded);
+    "deep ring": ~70 tiles per program through the six-stage ring; at K_pad 64 the option leaves the default."""
+    from kernels.one_pass_ws import one_pass_statistics_ws
+
+    X, w, m, v = problem(N, K, 32, seed=5)
+    ws = _lifted_workspace(X, w, m, v)
+    out = (ws.n, ws.su, ws.ll)
+    weights = torch.rand(N, device=X.device, dtype=torch.float32) if weighted else None
+    base, other = (_sweep(ws, lambda: one_pass_statistics_ws(X, ws.center, ws.W, ws.b, out, sample_weight=weights,
+                                                             overlap=overlap)) for overlap in (False, True))
+    for a, b in zip(base, other):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-9)
+
+
+def test_the_overlapped_consumers_take_d_pad_32_at_k_pad_16_and_32():
+    """Where _consume_overlapped compiles without spills (d_pad 32, K_pad 16 and 32; at 64 its look-ahead's
+    operands spilled 393 SASS loads and stores), with six ring stages under the H200's limit; never with the
+    ping-pong schedule; elsewhere the option compiles the kernel as without it."""
+    from kernels import one_pass_ws as ows
+
+    assert [(k, d) for d, ks in ows.K_PADS.items() for k in ks if ows.overlaps(k, d)] == [(16, 32), (32, 32)]
+    assert not ows.overlaps(32, 32, pingpong=True)
+    for k in ows.OVERLAP_K_PADS:
+        meta = ows.launch_meta(k, 32, overlap=True)
+        assert meta["OVERLAP"] and meta["STAGES"] == ows.OVERLAP_MAX_STAGES == 6 and meta["GAMMA_BUFFERS"] == 2
+        assert ows.shared_bytes(k, 32, 2, meta["STAGES"]) + ows.SCRATCH_MARGIN <= ows.SHARED_LIMIT
+    assert ows.launch_meta(64, 32, overlap=True) == ows.launch_meta(64, 32)
+    assert ows.launch_meta(16, 32, pingpong=True, overlap=True) == ows.launch_meta(16, 32, pingpong=True)
+
+
 def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
     """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
     (K_pad, d_pad) = (128, 32); the plan leaves the compiler's scratch margin under the H200's per-program limit."""

@@ -103,6 +103,22 @@ def test_the_warp_specialized_one_pass_past_d_pad_32_compiles_pipelined_and_with
         assert r["shared_bytes_planned"] <= r["shared_bytes"] <= SHARED_LIMIT, r
 
 
+def test_the_overlapped_consumers_compile_pipelined_and_without_spills():
+    """LaunchConfig.one_pass_overlap at d = 32 reaches the compile: at K_pad 16 and 32 the overlapped consumers (six
+    ring stages; per consumer and tile still the score's 24 HGMMA and the statistics' 24, and the first tile's
+    score before the loop: 144 in the SASS, 96 without), ptxas keeping the
+    products pipelined (its first form, waiting for the look-ahead only at the next tile, was serialized:
+    "insufficient register resources"), no stack; at K_pad 64 the default consumers."""
+    config = "block_n=64,num_warps=4,num_stages=3,warp_specialized_one_pass=1,one_pass_overlap=1"
+    for K, overlapped in ((16, True), (32, True), (64, False)):
+        rows = report_rows("--K", str(K), "--d", "32", "--algorithm", "one_pass", "--config", config)
+        r = [r for r in rows if r["kernel"] == "one_pass.statistics_ws"][-1]  # --config's rows come last
+        assert "error" not in r, r
+        assert r["overlap"] is overlapped and r["num_stages"] == (6 if overlapped else 4), r
+        assert r["sass_schedule"]["HGMMA"] == (144 if overlapped else 96), r["sass_schedule"]
+        assert r["wgmma_serialized"] is None and r["stack_bytes"] == 0, r
+
+
 def test_the_warp_specialized_pass_2_takes_its_exponentials_without_the_subnormal_fix_up():
     """Algorithm 3's warp-specialized pass 2 at K 512 and 4096 (d = 32): Gamma = exp_ftz(S - L), with none of the
     compare-halve-square ptxas puts around each MUFU.EX2 of gl.exp (the Triton pass 1 beside it keeps tl.exp's)."""
