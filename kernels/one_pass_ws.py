@@ -219,20 +219,8 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
         mbarrier.wait(ready.index(stage), (j // stages) & 1)
 
         if BLOCKS == 1:
-            lin = ring.index(stage).slice(0, BLOCK_N).load(a_op) - c
-            sq = lin * lin
-            lin_hi = tf32_high(lin)
-            lin_lo = lin - lin_hi
-            sq_hi = tf32_high(sq)
-            sq_lo = sq - sq_hi
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the Triton kernel scores
-            s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
-            s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(lin_hi, w_smem.index(w0).permute((1, 0)), s, is_async=True)
-            s = warpgroup_mma(sq_hi, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+            s, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, stage, c, w_smem, w0, zero, a_op, BLOCK_N)
             _pass_turn(turn, CONSUMER, PINGPONG)
             s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
         else:
@@ -255,15 +243,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
                 s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
             _pass_turn(turn, CONSUMER, PINGPONG)
 
-        s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]  # per tile: held, it took K_PAD / 4 registers
-        m = gl.max(s, 1)
-        p = exp_ftz(s - m[:, None])
-        lam = gl.sum(p, 1)
-        if WEIGHTED:
-            weight = gl.load(sw + rows, mask=row_ok, other=0.0)
-        else:
-            weight = gl.where(row_ok, 1.0, 0.0)
-        g = p * (weight / lam)[:, None]
+        g, m, lam, weight = _responsibilities(s, b_smem, sw, rows, row_ok, WEIGHTED)
         if N_TILE:
             n_run += g
         else:
@@ -277,8 +257,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
         if BLOCKS == 1:
             # (64, BLOCK_N): [x - c | (x - c)^2]^T; both A operands in registers, so the stage is free
-            xt = transposed_lift(ring.index(stage), BLOCK_N, D_PAD).load(a_op) - c_t
-            xt = gl.where(squared, xt * xt, xt)
+            xt = _lifted_transpose(ring, stage, c_t, squared, a_op, BLOCK_N)
             xt_hi = tf32_high(xt)
             xt_lo = xt - xt_hi
             fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
@@ -360,6 +339,30 @@ def _score_issue(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: 
 
 
 @gluon.jit
+def _responsibilities(s, b_smem, sw, rows, row_ok, WEIGHTED: gl.constexpr):
+    """A tile's Gamma = w exp(S + b - m) / lambda from its score S (b read per tile: held, it took K_PAD / 4
+    registers), w a row's sample weight (1 unweighted, 0 past N); and m, lambda and w, its rows' ell's parts."""
+    s = s + b_smem.load(gl.SliceLayout(0, s.type.layout))[None, :]
+    m = gl.max(s, 1)
+    p = exp_ftz(s - m[:, None])
+    lam = gl.sum(p, 1)
+    if WEIGHTED:
+        weight = gl.load(sw + rows, mask=row_ok, other=0.0)
+    else:
+        weight = gl.where(row_ok, 1.0, 0.0)
+    g = p * (weight / lam)[:, None]
+    return g, m, lam, weight
+
+
+@gluon.jit
+def _lifted_transpose(ring, stage, c_t, squared, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
+    """At D_PAD = 32: the statistics' A operand [x - c | (x - c)^2]^T (64 lanes x BLOCK_N rows) of the stage's
+    tile, from its two copies (two_pass_ws.transposed_lift)."""
+    xt = transposed_lift(ring.index(stage), BLOCK_N, 32).load(a_op) - c_t
+    return gl.where(squared, xt * xt, xt)
+
+
+@gluon.jit
 def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
                         n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
                         WEIGHTED: gl.constexpr):
@@ -397,34 +400,21 @@ def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, cent
         gl_smem = gl_all.index(w0 + CONSUMER)
         rows = (first + j * stride) * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
         row_ok = rows < N
-        s = s + b_smem.load(gl.SliceLayout(0, mma))[None, :]
         nxt = j + 2
         mbarrier.wait(ready.index(nxt % stages), (nxt // stages) & 1, pred=nxt < program_tiles)
         s_next, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
 
-        m = gl.max(s, 1)
-        p = exp_ftz(s - m[:, None])
-        lam = gl.sum(p, 1)
-        if WEIGHTED:
-            weight = gl.load(sw + rows, mask=row_ok, other=0.0)
-        else:
-            weight = gl.where(row_ok, 1.0, 0.0)
-        g = p * (weight / lam)[:, None]
+        g, m, lam, weight = _responsibilities(s, b_smem, sw, rows, row_ok, WEIGHTED)
         n_run += g
         ll_run += gl.where(row_ok, weight * (m + gl.log(lam)), 0.0).to(gl.float64)
         g_hi = tf32_high(g)
         gh_smem.store(g_hi)
         gl_smem.store(g - g_hi)
 
-        xt = transposed_lift(ring.index(stage), BLOCK_N, D_PAD).load(a_op) - c_t
-        xt = gl.where(squared, xt * xt, xt)
-        xt_hi = tf32_high(xt)
-        xt_lo = xt - xt_hi
+        xt = _lifted_transpose(ring, stage, c_t, squared, a_op, BLOCK_N)
         fence_async_shared()  # Gamma's stores before wgmma reads them; the ring's loads before the next TMA
         mbarrier.arrive(empty.index(stage), count=1)
-        su = warpgroup_mma(xt_lo, gh_smem, zero, use_acc=False, is_async=True)
-        su = warpgroup_mma(xt_hi, gl_smem, su, is_async=True)
-        su = warpgroup_mma(xt_hi, gh_smem, su, is_async=True)
+        su, xt_hi, xt_lo = _statistics_chunk(xt, gh_smem, gl_smem, zero)
         # the next tile's score was issued first, so it completes with these (wgmma groups retire in order)
         su, _, _, s, _, _, _, _ = warpgroup_mma_wait(
             num_outstanding=0, deps=(su, xt_hi, xt_lo, s_next, lin_hi, lin_lo, sq_hi, sq_lo))
