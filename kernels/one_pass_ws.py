@@ -61,7 +61,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, tf32_high, transposed_lift
+from kernels.two_pass_ws import (exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage, tf32_high,
+                                 transposed_lift)
 
 BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
 K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the component widths it takes per d_pad (W,
@@ -220,7 +221,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
         if BLOCKS == 1:
             turns = _take_turn(turn, turns, CONSUMER, PINGPONG)
-            s, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, stage, c, w_smem, w0, zero, a_op, BLOCK_N)
+            s, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, stage, c, w_smem, w0, zero, a_op, BLOCK_N)
             _pass_turn(turn, CONSUMER, PINGPONG)
             s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
         else:
@@ -319,26 +320,6 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
 
 
 @gluon.jit
-def _score_issue(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
-    """At D_PAD = 32: the score's A operands (x - c and its square, TF32 halves) from the ring, and its six
-    products issued without a wait, in kernels/tf32x3.py's order (lo.hi, hi.lo, hi.hi) over the 64 lifted lanes;
-    returns the pending accumulator and the operands it reads until waited for."""
-    lin = ring.index(stage).slice(0, BLOCK_N).load(a_op) - c
-    sq = lin * lin
-    lin_hi = tf32_high(lin)
-    lin_lo = lin - lin_hi
-    sq_hi = tf32_high(sq)
-    sq_lo = sq - sq_hi
-    s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
-    s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(lin_hi, w_smem.index(w0).permute((1, 0)), s, is_async=True)
-    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
-    return s, lin_hi, lin_lo, sq_hi, sq_lo
-
-
-@gluon.jit
 def _responsibilities(s, b_smem, sw, rows, row_ok, WEIGHTED: gl.constexpr):
     """A tile's Gamma = w exp(S + b - m) / lambda from its score S (b read per tile: held, it took K_PAD / 4
     registers), w a row's sample weight (1 unweighted, 0 past N); and m, lambda and w, its rows' ell's parts."""
@@ -390,7 +371,7 @@ def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, cent
 
     program_tiles = (n_tiles - first + stride - 1) // stride
     mbarrier.wait(ready.index(CONSUMER % stages), 0, pred=CONSUMER < program_tiles)
-    s, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, CONSUMER % stages, c, w_smem, loop_variant_zero(CONSUMER),
+    s, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, CONSUMER % stages, c, w_smem, loop_variant_zero(CONSUMER),
                                                    zero, a_op, BLOCK_N)
     s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
     for j in range(CONSUMER, program_tiles, 2):
@@ -402,7 +383,7 @@ def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, cent
         row_ok = rows < N
         nxt = j + 2
         mbarrier.wait(ready.index(nxt % stages), (nxt // stages) & 1, pred=nxt < program_tiles)
-        s_next, lin_hi, lin_lo, sq_hi, sq_lo = _score_issue(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
+        s_next, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
 
         g, m, lam, weight = _responsibilities(s, b_smem, sw, rows, row_ok, WEIGHTED)
         n_run += g

@@ -16,6 +16,10 @@ splits), one float64 atomic commit per program. The score's six TF32 products ru
 order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
 run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
 Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized pass 2").
+
+``LaunchConfig.pass2_overlap`` (off until timed): the next row tile's score issued before this tile's exponentials
+(:func:`_compute_overlapped`, component tiles of 32, three ring stages), for the H100 counters of this kernel at
+1M_4096_32 (e467189: tensor 57%, L1 60%, barrier stalls first; results/h100_80gb_hbm3/counters.md).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
+OVERLAP_STAGES = 3  # overlapped (_compute_overlapped), the compute warpgroup holds two: one more for the loader
 LOADER_REGISTERS = 24
 
 
@@ -101,6 +106,27 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: 
 
 
 @gluon.jit
+def score_products(lin, w_smem, w0, zero):
+    """At D_PAD = 32: the score's six TF32 products of a row tile's x - c (``lin``, in wgmma's register layout) and
+    its square against W^T's halves (w_smem w0 + 0, 1: high and low of x - c's lanes; + 2, 3: of (x - c)^2's),
+    issued without a wait in kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the
+    Triton passes score; returns the pending accumulator and the operands it reads until waited for (shared with
+    kernels/one_pass_ws.py)."""
+    sq = lin * lin
+    lin_hi = tf32_high(lin)
+    lin_lo = lin - lin_hi
+    sq_hi = tf32_high(sq)
+    sq_lo = sq - sq_hi
+    s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
+    s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(lin_hi, w_smem.index(w0).permute((1, 0)), s, is_async=True)
+    s = warpgroup_mma(sq_hi, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
+    return s, lin_hi, lin_lo, sq_hi, sq_lo
+
+
+@gluon.jit
 def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
     """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
@@ -111,7 +137,6 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
-    HALF_N: gl.constexpr = BLOCK_N // 2
 
     # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
     # (Workspace.center is d_pad long), so they are 0 in both A operands
@@ -131,10 +156,6 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
     for tile in range(first, n_tiles, stride):
         stage = i % stages
         w0 = loop_variant_zero(tile)  # the buffers' descriptors computed here, not hoisted (loop_variant_zero)
-        wh_lin = w_smem.index(w0).permute((1, 0))  # (D_PAD, BLOCK_K) views of W^T's halves: the score's B operands
-        wl_lin = w_smem.index(w0 + 1).permute((1, 0))
-        wh_sq = w_smem.index(w0 + 2).permute((1, 0))
-        wl_sq = w_smem.index(w0 + 3).permute((1, 0))
         gh_smem = gh_all.index(w0)
         gl_smem = gl_all.index(w0)
         rows = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
@@ -144,50 +165,112 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
         both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d
         x = both.slice(0, BLOCK_N).load(a_op)  # (BLOCK_N, D_PAD)
         lifted_t = transposed_lift(both, BLOCK_N, D_PAD)
-
-        lin = x - c[None, :]
-        sq = lin * lin
-        lin_hi = tf32_high(lin)
-        lin_lo = lin - lin_hi
-        sq_hi = tf32_high(sq)
-        sq_lo = sq - sq_hi
-        # kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as pass 1 scores: the same
-        # sums in the same order, so S - L stays <= 0. Taken lane half by lane half, the fit at 1M_4096_32 went
-        # NaN at its 8th iteration (our reading: Gamma = exp(S - L) overflowed at floored components)
-        s = warpgroup_mma(lin_lo, wh_lin, zero, use_acc=False, is_async=True)
-        s = warpgroup_mma(sq_lo, wh_sq, s, is_async=True)
-        s = warpgroup_mma(lin_hi, wl_lin, s, is_async=True)
-        s = warpgroup_mma(sq_hi, wl_sq, s, is_async=True)
-        s = warpgroup_mma(lin_hi, wh_lin, s, is_async=True)
-        s = warpgroup_mma(sq_hi, wh_sq, s, is_async=True)
+        # the same products in the same order as pass 1, so S - L stays <= 0. Taken lane half by lane half, the fit
+        # at 1M_4096_32 went NaN at its 8th iteration (our reading: Gamma = exp(S - L) overflowed at floored
+        # components)
+        s, lin_hi, lin_lo, sq_hi, sq_lo = score_products(x - c[None, :], w_smem, w0, zero)
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
-
-        g = exp_ftz(s + bias - Lr)
-        if WEIGHTED:
-            g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
-        g = gl.where(row_ok[:, None], g, 0.0)
+        g = _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED)
         n_acc += gl.sum(g, 0)
-        g_hi = tf32_high(g)
-        gh_smem.store(g_hi)
-        gl_smem.store(g - g_hi)
-        fence_async_shared()
-        su = zero_su
-        for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
-            xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
-            xl = xt - c_t
-            xl = gl.where(squared, xl * xl, xl)
-            xt_hi = tf32_high(xl)
-            xt_lo = xl - xt_hi
-            g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
-            g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
-            # a fresh accumulator per tile: use_acc=False on its first product
-            su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
-            su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
-            su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
-            su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
-        su_sum += su
+        su_sum += _tile_statistics(lifted_t, g, gh_smem, gl_smem, c_t, squared, zero_su, a_op, BLOCK_N)
         fence_async_shared()  # this stage's loads before the loader's next TMA into it
         mbarrier.arrive(empty.index(stage), count=1)
+        i += 1
+    return n_acc, su_sum
+
+
+@gluon.jit
+def _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED: gl.constexpr):
+    """A row tile's Gamma = w exp(S + b - L) from its score S and rows' normalizers L (pass 1), w a row's sample
+    weight (1 unweighted), 0 past N."""
+    g = exp_ftz(s + bias - Lr)
+    if WEIGHTED:
+        g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
+    return gl.where(row_ok[:, None], g, 0.0)
+
+
+@gluon.jit
+def _tile_statistics(lifted_t, g, gh_smem, gl_smem, c_t, squared, zero_su, a_op: gl.constexpr,
+                     BLOCK_N: gl.constexpr):
+    """A row tile's [s | u]^T products (2 D_PAD lanes x BLOCK_K): Gamma's TF32 halves stored as the B operands,
+    the tile's two copies viewed as the lifted tile transposed (``lifted_t``, :func:`transposed_lift`) as A, over
+    the tile's two halves of rows (half the registers), into a fresh accumulator (issue 21) the caller adds."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    g_hi = tf32_high(g)
+    gh_smem.store(g_hi)
+    gl_smem.store(g - g_hi)
+    fence_async_shared()
+    su = zero_su
+    for half in gl.static_range(2):
+        xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
+        xl = xt - c_t
+        xl = gl.where(squared, xl * xl, xl)
+        xt_hi = tf32_high(xl)
+        xt_lo = xl - xt_hi
+        g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
+        g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
+        # a fresh accumulator per tile: use_acc=False on its first product
+        su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
+        su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
+        su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
+        su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
+    return su
+
+
+@gluon.jit
+def score_of_stage(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
+    """:func:`score_products` of the row tile in ring stage ``stage`` (its first copy), W^T's halves at w_smem w0 +
+    0, 1 (x - c's high and low), 2, 3 ((x - c)^2's); c: the center as a (1, D_PAD) row (shared with
+    kernels/one_pass_ws.py)."""
+    return score_products(ring.index(stage).slice(0, BLOCK_N).load(a_op) - c, w_smem, w0, zero)
+
+
+@gluon.jit
+def _compute_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, first, n_tiles, stride,
+                        comp0, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr,
+                        WEIGHTED: gl.constexpr):
+    """:func:`_compute` with the next row tile's score issued before this tile's exponentials, so the tensor cores
+    work while they run (the FlashAttention-3 intra-warpgroup overlap); the last tile's look-ahead reads a ring
+    stage without waiting for it and its score is discarded."""
+    LANES: gl.constexpr = 2 * D_PAD
+    stages: gl.constexpr = ring.type.shape[0]
+    gl.static_assert(stages >= 3, "the warpgroup holds its tile's stage while it reads the next tile's")
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
+    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
+    c = gl.load(center + cols)[None, :]
+    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
+    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
+    squared = (lanes >= D_PAD)[:, None]
+    comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
+    bias = gl.load(b + comps)[None, :]
+    n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
+    su_sum = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
+    zero_su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
+    zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
+
+    mbarrier.wait(ready.index(0), 0, pred=first < n_tiles)
+    s, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, 0, c, w_smem, loop_variant_zero(first), zero, a_op,
+                                                      BLOCK_N)
+    s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
+    i = 0
+    for tile in range(first, n_tiles, stride):
+        stage = i % stages
+        w0 = loop_variant_zero(tile)
+        rows = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
+        row_ok = rows < N
+        Lr = gl.load(L + rows, mask=row_ok, other=0.0)[:, None]
+        nxt = i + 1
+        mbarrier.wait(ready.index(nxt % stages), (nxt // stages) & 1, pred=tile + stride < n_tiles)
+        s_next, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
+        g = _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED)
+        n_acc += gl.sum(g, 0)
+        # the statistics' waits retire the look-ahead's products too (wgmma groups retire in order)
+        su_sum += _tile_statistics(transposed_lift(ring.index(stage), BLOCK_N, D_PAD), g, gh_all.index(w0),
+                                   gl_all.index(w0), c_t, squared, zero_su, a_op, BLOCK_N)
+        fence_async_shared()  # this stage's loads before the loader's next TMA into it
+        mbarrier.arrive(empty.index(stage), count=1)
+        s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s_next, lin_hi, lin_lo, sq_hi, sq_lo))
         i += 1
     return n_acc, su_sum
 
@@ -201,6 +284,7 @@ def _statistics_kernel_ws(
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
     LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
+    OVERLAP: gl.constexpr = False,  # _compute_overlapped (LaunchConfig.pass2_overlap)
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -231,11 +315,18 @@ def _statistics_kernel_ws(
     fence_async_shared()
 
     split = gl.program_id(1)
-    n, su = gl.warp_specialize([
-        (_compute, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles, n_splits, comp0,
-                    BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
-        (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
-    ], [1], [LOADER_REGS])
+    if OVERLAP:
+        n, su = gl.warp_specialize([
+            (_compute_overlapped, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles,
+                                   n_splits, comp0, BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
+            (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
+        ], [1], [LOADER_REGS])
+    else:
+        n, su = gl.warp_specialize([
+            (_compute, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles, n_splits,
+                        comp0, BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
+            (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
+        ], [1], [LOADER_REGS])
 
     mma: gl.constexpr = su.type.layout
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
@@ -277,6 +368,15 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=Non
     # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
-                                               STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
+                                               **overlap_meta(cfg), LOADER_REGS=LOADER_REGISTERS, num_warps=4,
                                                maxnreg=128, **weight_arguments(sample_weight))
+
+
+def overlap_meta(cfg) -> dict:
+    """The ring's stages, and OVERLAP where ``cfg.pass2_overlap`` asks for :func:`_compute_overlapped` and it fits:
+    component tiles of 32 (at 64 its look-ahead spilled 128 B a thread and three stages took 113 KB, one program
+    per SM; sm_90 compile). Absent otherwise: the kernel compiles as before the option."""
+    if cfg.pass2_overlap and cfg.block_k == 32:
+        return dict(STAGES=OVERLAP_STAGES, OVERLAP=True)
+    return dict(STAGES=STAGES)
 

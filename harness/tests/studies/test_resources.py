@@ -119,6 +119,20 @@ def test_the_overlapped_consumers_compile_pipelined_and_without_spills():
         assert r["wgmma_serialized"] is None and r["stack_bytes"] == 0, r
 
 
+def test_the_overlapped_pass_2_compiles_pipelined_without_spills_two_programs_an_sm():
+    """LaunchConfig.pass2_overlap at block_k 32 reaches the compile: three ring stages, ptxas keeping the products
+    pipelined, no stack, two programs per SM (82 KB of shared memory each); at block_k 64 the default kernel."""
+    base = "block_n=64,num_warps=4,num_stages=2,programs_per_sm=16,warp_specialized_pass2=1,pass2_overlap=1"
+    for block_k, overlapped in ((32, True), (64, False)):
+        config = f"{base},block_k={block_k}"
+        rows = report_rows("--K", "4096", "--d", "32", "--algorithm", "two_pass", "--config", config)
+        r = [r for r in rows if r["kernel"] == "two_pass.statistics_ws"][-1]  # --config's rows come last
+        assert "error" not in r, r
+        assert r["num_stages"] == (3 if overlapped else 2) and r["BLOCK_K"] == block_k, r
+        assert r["wgmma_serialized"] is None and r["stack_bytes"] <= (0 if overlapped else 8), r
+        assert r["programs_per_sm"] == 2, r
+
+
 def test_the_warp_specialized_pass_2_takes_its_exponentials_without_the_subnormal_fix_up():
     """Algorithm 3's warp-specialized pass 2 at K 512 and 4096 (d = 32): Gamma = exp_ftz(S - L), with none of the
     compare-halve-square ptxas puts around each MUFU.EX2 of gl.exp (the Triton pass 1 beside it keeps tl.exp's)."""
