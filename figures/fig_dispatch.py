@@ -13,7 +13,6 @@ Writes fig_dispatch.png/.pdf beside the CSV.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from figures import csv_to_figure_cli, save  # noqa: E402
 from figures.claims import a100_one_pass  # noqa: E402
 from figures.table1 import ms_per_iter  # noqa: E402
-from harness.results import read_csv  # noqa: E402
+from harness.results import device_env, read_csv  # noqa: E402
 
 PAPER_PROBES = {(32, 128): "A100: 14.7x faster", (256, 16): "A100: 17x slower"}
 
@@ -69,8 +68,7 @@ def rule_choice(cell: dict, csv_path: Path) -> str:
 
 
 def device_name(csv_path: Path) -> str | None:
-    env = Path(csv_path).parent / "env.json"
-    return json.loads(env.read_text()).get("gpu") if env.exists() else None
+    return device_env(Path(csv_path).parent).get("gpu")
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:

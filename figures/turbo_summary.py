@@ -16,12 +16,12 @@ turbo_summary.md beside the CSV.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from figures.claims import OURS, Results
 from figures.table1 import ms_per_iter, sorted_rows
+from harness.results import device_env
 from harness.studies.statistics_accumulation import HBM_TBPS, TF32X3_TFLOPS, roofline_ms
 
 FLASH = "flash_gmm"
@@ -29,8 +29,7 @@ FLASH = "flash_gmm"
 
 def rates(folder: Path) -> dict:
     """The roofline's rates: the TF32 TFLOP/s and HBM read TB/s of ``folder``/env.json's probes, and their source."""
-    env = Path(folder) / "env.json"
-    probes = (json.loads(env.read_text()).get("probes") or {}) if env.exists() else {}
+    probes = device_env(folder).get("probes") or {}
     if probes.get("tf32_tflops") and probes.get("hbm_read_gb_per_s"):
         return {"tf32_tflops": probes["tf32_tflops"], "hbm_tbps": probes["hbm_read_gb_per_s"] / 1e3,
                 "source": "env.json probes"}

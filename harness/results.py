@@ -201,9 +201,9 @@ def write_npz_atomic(path: Path, **arrays) -> None:
     os.replace(tmp, path)
 
 
-def _device_env(exp_dir: Path) -> dict:
-    """The device folder's env.json (empty when there is none)."""
-    env = Path(exp_dir).parent / "env.json"
+def device_env(device_dir: Path) -> dict:
+    """A device folder's env.json (harness.env: the GPU, versions, probes), empty when there is none."""
+    env = Path(device_dir) / "env.json"
     return json.loads(env.read_text()) if env.exists() else {}
 
 
@@ -215,8 +215,7 @@ def _derive_dispatch(rows: list[dict], gpu: str | None) -> None:
     from kernels.dispatch import choose_algorithm  # here: figures import this module, and import no kernels
 
     for r in rows:  # no GPU: the paper's A100 rule
-        precision = "fp64" if r.get("precision") == "fp64" else "tf32x3"
-        r["dispatch_choice"] = choose_algorithm(r["K"], r["d"], gpu or "no GPU", precision)
+        r["dispatch_choice"] = choose_algorithm(r["K"], r["d"], gpu or "no GPU", r.get("precision") or "tf32x3")
 
 
 def _protocol(row: dict) -> str:
@@ -299,7 +298,7 @@ def collect(exp_dir: Path, order: list[str] | None = None) -> Path:
             rec, labels[p.stem] = loaded
             rec["cell_key"] = p.stem
             rows.append(rec)
-        env = _device_env(exp_dir)
+        env = device_env(Path(exp_dir).parent)
         rates = env.get("probes", {})
         for r in rows:
             _derive_timing(r, rates)

@@ -173,8 +173,8 @@ def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_p
 
 def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d: int = 32,
                        overlap: bool = False) -> dict:
-    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 (consumers + 1) warps, plus
-    what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
+    """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 x (consumers + 1) warps,
+    plus what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
     from kernels import one_pass_ws
 
