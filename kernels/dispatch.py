@@ -86,7 +86,9 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
         return fp64_launch_config(algorithm, K, d)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
-        ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS)
+        # one_pass_overlap where one_pass_ws.overlaps (d_pad 32, K_pad 16 or 32): each consumer's next score issued
+        # before this tile's exponentials, timed against without in kernel_measure/one_pass_overlap_{a,b}_a91e532.csv
+        ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS, one_pass_overlap=1)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **ws)
         if d_pad == 32 and k_pad >= 64:

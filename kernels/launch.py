@@ -57,7 +57,7 @@ class LaunchConfig:
     this tile's exponentials (two_pass_ws._compute_overlapped, three ring stages), else as at 0; off until timed;
     one_pass_overlap: where the warp-specialized one pass runs at d_pad 32 and K_pad 16 or 32
     (one_pass_ws.overlaps), each consumer issues its next tile's score before this tile's exponentials
-    (one_pass_ws._consume_overlapped), else as at 0; off until timed against the default on a Hopper GPU;
+    (one_pass_ws._consume_overlapped), else as at 0; launch_config sets it wherever the kernel runs;
     sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
     where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
     the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);

@@ -27,7 +27,7 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   statistics(t), statistics(t+1), ...: a consumer waits for the token, issues its products, passes the token on
   and only then waits for its products, so one warpgroup's exponentials run while the other's products occupy the
   tensor cores.
-- ``OVERLAP`` (``LaunchConfig.one_pass_overlap``, off until timed): each consumer issues its next tile's score
+- ``OVERLAP`` (``LaunchConfig.one_pass_overlap``, launch_config sets it): each consumer issues its next tile's score
   before this tile's exponentials (:func:`_consume_overlapped`, d_pad 32 at K_pad 16 and 32), since on an H100 the
   issue slots (~850 cycles a tile) and the tensor pipe (~760) added up to 91% of a tile's 1771 cycles at 20M_32_32
   (results/h100_80gb_hbm3/kernel_measure/NOTES.md, e467189): the other consumer did not hide them.
