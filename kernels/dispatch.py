@@ -87,7 +87,8 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         # one_pass_overlap where one_pass_ws.overlaps (d_pad 32, K_pad 16 or 32): each consumer's next score issued
-        # before this tile's exponentials, timed against without in kernel_measure/one_pass_overlap_{a,b}_a91e532.csv
+        # before this tile's exponentials; on an H100 1-2% faster at 4M and 20M rows, 5-6% at K = 16, 1-2% slower at
+        # 1M_32_32 (results/h100_80gb_hbm3/kernel_measure/one_pass_overlap_{a,b}_2026-12-05_a91e532.csv)
         ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS, one_pass_overlap=1)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **ws)
