@@ -53,8 +53,6 @@ class LaunchConfig:
     programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
     fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
     kernel's 2.4 tiles per program measured slower);
-    pass2_overlap: where the warp-specialized pass 2 runs with block_k 32, its next row tile's score issued before
-    this tile's exponentials (two_pass_ws._compute_overlapped, three ring stages), else as at 0; off until timed;
     one_pass_overlap: where the warp-specialized one pass runs at d_pad 32 and K_pad 16 or 32
     (one_pass_ws.overlaps), each consumer issues its next tile's score before this tile's exponentials
     (one_pass_ws._consume_overlapped), else as at 0; launch_config sets it wherever the kernel runs;
@@ -77,7 +75,6 @@ class LaunchConfig:
     warp_specialized_one_pass: int = 0
     warp_specialized_one_pass_rows: int = 0
     one_pass_overlap: int = 0
-    pass2_overlap: int = 0
     sum_tiles: int = SUM_TILES
 
     def __post_init__(self):

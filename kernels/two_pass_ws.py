@@ -16,10 +16,6 @@ splits), one float64 atomic commit per program. The score's six TF32 products ru
 order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
 run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
 Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized pass 2").
-
-``LaunchConfig.pass2_overlap`` (off until timed): the next row tile's score issued before this tile's exponentials
-(:func:`_compute_overlapped`, component tiles of 32, three ring stages), for the H100 counters of this kernel at
-1M_4096_32 (e467189: tensor 57%, L1 60%, barrier stalls first; results/h100_80gb_hbm3/counters.md).
 """
 from __future__ import annotations
 
@@ -36,7 +32,6 @@ from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
-OVERLAP_STAGES = 3  # overlapped (_compute_overlapped), the compute warpgroup holds two: one more for the loader
 LOADER_REGISTERS = 24
 
 
@@ -225,56 +220,6 @@ def score_of_stage(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N
     return score_products(ring.index(stage).slice(0, BLOCK_N).load(a_op) - c, w_smem, w0, zero)
 
 
-@gluon.jit
-def _compute_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, first, n_tiles, stride,
-                        comp0, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr,
-                        WEIGHTED: gl.constexpr):
-    """:func:`_compute` with the next row tile's score issued before this tile's exponentials, so the tensor cores
-    work while they run (the FlashAttention-3 intra-warpgroup overlap); the last tile's look-ahead reads a ring
-    stage without waiting for it and its score is discarded."""
-    LANES: gl.constexpr = 2 * D_PAD
-    stages: gl.constexpr = ring.type.shape[0]
-    gl.static_assert(stages >= 3, "the warpgroup holds its tile's stage while it reads the next tile's")
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
-    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
-    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)[None, :]
-    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
-    squared = (lanes >= D_PAD)[:, None]
-    comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
-    bias = gl.load(b + comps)[None, :]
-    n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
-    su_sum = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
-    zero_su = gl.zeros([LANES, BLOCK_K], gl.float32, mma)
-    zero = gl.zeros([BLOCK_N, BLOCK_K], gl.float32, mma)
-
-    mbarrier.wait(ready.index(0), 0, pred=first < n_tiles)
-    s, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, 0, c, w_smem, loop_variant_zero(first), zero, a_op,
-                                                      BLOCK_N)
-    s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
-    i = 0
-    for tile in range(first, n_tiles, stride):
-        stage = i % stages
-        w0 = loop_variant_zero(tile)
-        rows = tile * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, mma))
-        row_ok = rows < N
-        Lr = gl.load(L + rows, mask=row_ok, other=0.0)[:, None]
-        nxt = i + 1
-        mbarrier.wait(ready.index(nxt % stages), (nxt // stages) & 1, pred=tile + stride < n_tiles)
-        s_next, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, nxt % stages, c, w_smem, w0, zero, a_op, BLOCK_N)
-        g = _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED)
-        n_acc += gl.sum(g, 0)
-        # the statistics' waits retire the look-ahead's products too (wgmma groups retire in order)
-        su_sum += _tile_statistics(transposed_lift(ring.index(stage), BLOCK_N, D_PAD), g, gh_all.index(w0),
-                                   gl_all.index(w0), c_t, squared, zero_su, a_op, BLOCK_N)
-        fence_async_shared()  # this stage's loads before the loader's next TMA into it
-        mbarrier.arrive(empty.index(stage), count=1)
-        s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s_next, lin_hi, lin_lo, sq_hi, sq_lo))
-        i += 1
-    return n_acc, su_sum
-
-
 # the grid's size (n_splits) is not specialized on (== 1, divisible by 16): it varies with N by whole waves
 # (launch.sum_bounded), and one compile serves every N
 @gluon.jit(do_not_specialize=["n_splits"])
@@ -284,7 +229,6 @@ def _statistics_kernel_ws(
     K_PAD: gl.constexpr, D_PAD: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, STAGES: gl.constexpr,
     LOADER_REGS: gl.constexpr,
     sw=None, WEIGHTED: gl.constexpr = False,  # sw (N,) float32: the sample weights, read only when WEIGHTED
-    OVERLAP: gl.constexpr = False,  # _compute_overlapped (LaunchConfig.pass2_overlap)
 ):
     ring_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     ring = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * BLOCK_N, D_PAD], ring_layout)
@@ -315,18 +259,11 @@ def _statistics_kernel_ws(
     fence_async_shared()
 
     split = gl.program_id(1)
-    if OVERLAP:
-        n, su = gl.warp_specialize([
-            (_compute_overlapped, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles,
-                                   n_splits, comp0, BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
-            (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
-        ], [1], [LOADER_REGS])
-    else:
-        n, su = gl.warp_specialize([
-            (_compute, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles, n_splits,
-                        comp0, BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
-            (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
-        ], [1], [LOADER_REGS])
+    n, su = gl.warp_specialize([
+        (_compute, (ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, split, n_tiles, n_splits, comp0,
+                    BLOCK_N, BLOCK_K, D_PAD, WEIGHTED)),
+        (row_tile_loader, (x_desc, ring, ready, empty, split, n_tiles, n_splits)),
+    ], [1], [LOADER_REGS])
 
     mma: gl.constexpr = su.type.layout
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
@@ -368,15 +305,6 @@ def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=Non
     # 8 bytes of stack, 99 KB shared at 64 components; 66 KB at 32)
     _statistics_kernel_ws[(k_tiles, n_splits)](x_desc, center, W, b, L, n, su, N, n_tiles, n_splits,
                                                K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=block_k,
-                                               **overlap_meta(cfg), LOADER_REGS=LOADER_REGISTERS, num_warps=4,
+                                               STAGES=STAGES, LOADER_REGS=LOADER_REGISTERS, num_warps=4,
                                                maxnreg=128, **weight_arguments(sample_weight))
-
-
-def overlap_meta(cfg) -> dict:
-    """The ring's stages, and OVERLAP where ``cfg.pass2_overlap`` asks for :func:`_compute_overlapped` and it fits:
-    component tiles of 32 (at 64 its look-ahead spilled 128 B a thread and three stages took 113 KB, one program
-    per SM; sm_90 compile). Absent otherwise: the kernel compiles as before the option."""
-    if cfg.pass2_overlap and cfg.block_k == 32:
-        return dict(STAGES=OVERLAP_STAGES, OVERLAP=True)
-    return dict(STAGES=STAGES)
 

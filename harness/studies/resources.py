@@ -144,7 +144,7 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     sig = {"x_desc": mangle_type(desc), "center": PTRS32, "W": PTRS32, "b": PTRS32, "L": PTRS32, "n_out": PTRS64,
            "su_out": PTRS64, "N": I32, "n_tiles": I32, "n_splits": I32}
     constexprs = dict(K_PAD=k_pad, D_PAD=two_pass_ws.D_PAD, BLOCK_N=64, BLOCK_K=cfg.block_k,
-                      **two_pass_ws.overlap_meta(cfg), LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
+                      STAGES=two_pass_ws.STAGES, LOADER_REGS=two_pass_ws.LOADER_REGISTERS)
     weight_sig, weight_constexprs = _weights_typed(weighted)
     sig.update(weight_sig)
     constexprs.update(weight_constexprs)

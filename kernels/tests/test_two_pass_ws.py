@@ -76,48 +76,6 @@ def test_ws_pass_two_is_as_exact_per_component_as_the_triton_pass(N, programs_pe
 
 
 @hopper
-@pytest.mark.parametrize("N,K,programs_per_sm,weighted", [(2000, 80, 2, False), (300_000, 96, 0.05, False),
-                                                          (50_003, 64, 2, True), (64, 32, 2, False)],
-                         ids=["one tile per program", "deep ring", "weighted", "one tile"])
-def test_the_overlapped_pass_two_gives_the_default_pass_twos_sums(N, K, programs_per_sm, weighted):
-    """LaunchConfig.pass2_overlap (block_k 32): the next row tile's score issued before this tile's exponentials
-    changes when the products run, not what they add: the default warp-specialized pass 2's n and [s | u], up to
-    the order of the float64 atomics. "one tile per program": every look-ahead reads a stage nothing loads, and is
-    discarded; "deep ring": ~700 row tiles a program through the three-stage ring."""
-    from kernels.em import Workspace, data_center
-    from kernels.lift_kernel import lift_into
-    from kernels.two_pass import normalizer_pass
-    from kernels.two_pass_ws import statistics_pass_ws
-
-    X, w, m, v = problem(N, K, 32, seed=9)
-    weights = torch.rand(N, device=X.device) if weighted else None
-    ws = Workspace(X, K, "two_pass")
-    ws.set_center(data_center(X, True))
-    lift_into(*[torch.as_tensor(a, device="cuda") for a in (w, m, v)], ws.center64, ws.W, ws.b, ws.n, ws.su, ws.ll)
-    cfg = LaunchConfig(block_k=32, programs_per_sm=programs_per_sm)
-    normalizer_pass(X, ws.center, ws.W, ws.b, K, cfg, "tf32x3", ws.L, ws.ll)
-    sums = []
-    for overlap in (0, 1):
-        ws.n.zero_()
-        ws.su.zero_()
-        run = LaunchConfig(block_k=32, programs_per_sm=programs_per_sm, pass2_overlap=overlap)
-        statistics_pass_ws(X, ws.center, ws.W, ws.b, K, run, ws.L, ws.n, ws.su, weights)
-        sums.append((ws.n.clone(), ws.su.clone()))
-    for a, b in zip(*sums):
-        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-9)
-
-
-def test_the_overlapped_pass_two_takes_component_tiles_of_32_only():
-    """Where _compute_overlapped fits (sm_90 compile: at block_k 64 it spilled 128 B a thread and its three stages
-    left one program per SM); elsewhere the option compiles the kernel as without it."""
-    from kernels import two_pass_ws
-
-    assert two_pass_ws.overlap_meta(LaunchConfig(block_k=32, pass2_overlap=1)) == {"STAGES": 3, "OVERLAP": True}
-    assert two_pass_ws.overlap_meta(LaunchConfig(block_k=64, pass2_overlap=1)) == {"STAGES": two_pass_ws.STAGES}
-    assert two_pass_ws.overlap_meta(LaunchConfig(block_k=32)) == {"STAGES": two_pass_ws.STAGES}
-
-
-@hopper
 def test_weighted_ws_pass_two_is_the_triton_pass_and_integer_weights_repeat_rows():
     """Sample weights in {0, 1, 2, 3} (pass 1 and its normalizer unchanged: L is per row): the warp-specialized
     pass 2's n and [s | u] are the Triton pass 2's weighted ones, and the unweighted pass 2's on X with each row
