@@ -4,7 +4,8 @@ For each YAML: its module imports (or is reported missing as ImportError, which 
 worker turns into ``unavailable: <reason>``), ``available()`` returns None or a
 reason and never raises, and an arm that says it can run here runs prepare + call
 on a tiny irregular shape, twice, with the options the worker would pass: the Fit
-has the right shapes, finite values, positive variances, weights on the simplex,
+has the right shapes, finite values, positive variances, weights on the simplex (but for the rows
+Flash-GMM as released counts twice, which its info records),
 the requested iteration count when it reports one, a log-likelihood no worse than
 the init's (EM ascends), and the second call repeats the first (each call restarts
 from the init; for bf16 operands, which do not repeat past one iteration, two
@@ -68,7 +69,10 @@ def test_arm_contract(path):
         w = init.weights  # an arm that does not return weights is scored with the init's
     else:
         assert w.shape == (K,) and np.isfinite(w).all() and (w >= 0).all()
-        assert abs(w.sum() - 1.0) <= 1e-4
+        # Flash-GMM as released counts the rows past each pass-2 slab's end twice (arms/flash_gmm_bf16.py): its
+        # weights sum to 1 + the rows its info records over N (on an H100 its autotuner's 128-row pass-2 tiles
+        # overhang 64-row slabs here: 959 of 1023 rows), every other arm's to 1
+        assert abs(w.sum() - 1.0 - first.info.get("double_counted_rows", 0) / N) <= 1e-4, (w.sum(), first.info)
     Xn = X.cpu().numpy()
     ll_init = reference.mean_log_likelihood(Xn, init.weights, init.means, init.variances)
     assert reference.mean_log_likelihood(Xn, w, m, v) >= ll_init
