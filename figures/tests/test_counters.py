@@ -2,6 +2,7 @@
 is the one the counts give, the tensor and FP64 pipes add up to the pipe they share, the bound is the busiest
 unit, and each file's shape and commit come from the ncu README."""
 import csv
+import gzip
 import shutil
 from pathlib import Path
 
@@ -60,3 +61,33 @@ def test_durations_in_microseconds_and_a_folder_without_counters(tmp_path):
     empty = tmp_path / "empty" / "ncu"
     empty.mkdir(parents=True)
     assert table_counters.render(empty) == []
+
+
+H100_NCU = NCU.parents[1] / "h100_80gb_hbm3" / "ncu"
+
+
+def test_sampled_stalls_set_the_warps_parked_at_a_join_apart(tmp_path):
+    """A NOP right after BAR.SYNC whose samples are all barrier is a parked warp: left out of the stall shares; a
+    barrier stall elsewhere (a warpgroup waiting for its products) counts."""
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_barrier", "stall_selected",
+              "stall_wait", "stall_barrier (Not Issued)"]
+    body = [["0x0", "BAR.SYNC.DEFER_BLOCKING 0x1", "0", "0", "0", "0", "0"],
+            ["0x10", "NOP", "60", "60", "0", "0", "60"],
+            ["0x20", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "12", "12", "0", "0", "12"],
+            ["0x30", "FADD R1, R2, R3", "28", "0", "20", "8", "0"]]
+    path = tmp_path / "k.source.csv.gz"
+    with gzip.open(path, "wt", newline="") as f:
+        csv.writer(f).writerows([["Kernel Name", "k"], header, *body])
+    got = table_counters.sampled_stalls(path)
+    assert got["parked_share"] == pytest.approx(0.6)
+    assert got["working_stalls"] == [("selected", pytest.approx(0.5)), ("barrier", pytest.approx(0.3)),
+                                     ("wait", pytest.approx(0.2))]
+
+
+def test_the_warp_specialized_kernels_park_the_loader_warpgroups_three_idle_warps():
+    """In the committed source pages (H100, f2f6c9d) the parked samples are the loader warpgroup's three idle warps:
+    a quarter of the one pass's 12 warps, 3 of pass 2's 8; the Triton pass 1 parks none."""
+    rows = {r["file"]: r for r in table_counters.rows(H100_NCU) if "parked_share" in r}
+    assert rows["ncu_ws_one_pass_20M_f2f6c9d"]["parked_share"] == pytest.approx(3 / 12, abs=0.01)
+    assert rows["ncu_statistics_ws_4096_f2f6c9d"]["parked_share"] == pytest.approx(3 / 8, abs=0.01)
+    assert rows["ncu_normalizer_4096_f2f6c9d"]["parked_share"] == 0
