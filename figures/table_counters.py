@@ -88,8 +88,9 @@ def bounds(raw: dict[str, str]) -> dict:
 
 def sampled_stalls(path: Path) -> dict:
     """From a source page (SASS lines with their warp-state samples): the share of samples parked at a join (a NOP
-    right after a BAR.SYNC, its samples all but 1% barrier) and the top three stall reasons of the rest, "selected"
-    (issuing) among them."""
+    right after a BAR.SYNC, its samples all but 1% barrier) and every stall reason of the rest, "selected" (issuing)
+    among them, as shares of those samples, largest first. The page has no column for the raw page's "gmma" reason (a
+    warp waiting to issue a wgmma): the samples of an HGMMA line that no column takes are counted as gmma."""
     with gzip.open(path, "rt", newline="") as f:
         lines = list(csv.reader(f))[1:]  # the first line names the kernel
     header, body = lines[0], [dict(zip(lines[0], r)) for r in lines[1:]]
@@ -99,19 +100,23 @@ def sampled_stalls(path: Path) -> dict:
         return float(r.get(key) or 0)
 
     parked = total = 0.0
-    sums = dict.fromkeys(reasons, 0.0)
+    sums = {k.removeprefix("stall_"): 0.0 for k in reasons}
+    sums["gmma"] = 0.0
     for prev, r in zip([{}] + body, body):
         samples = count(r, "Warp Stall Sampling (All Samples)")
         total += samples
-        if (r["Source"].strip() == "NOP" and prev.get("Source", "").strip().startswith("BAR.SYNC")
+        source = r["Source"].strip()
+        if (source == "NOP" and prev.get("Source", "").strip().startswith("BAR.SYNC")
                 and samples > 0 and count(r, "stall_barrier") >= 0.99 * samples):
             parked += samples
             continue
         for k in reasons:
-            sums[k] += count(r, k)
-    working = sum(sums.values())
-    top = sorted(((k.removeprefix("stall_"), v / working) for k, v in sums.items()), key=lambda kv: -kv[1])[:3]
-    return {"parked_share": parked / total, "working_stalls": top}
+            sums[k.removeprefix("stall_")] += count(r, k)
+        if "HGMMA" in source:
+            sums["gmma"] += samples - sum(count(r, k) for k in reasons)
+    working = total - parked
+    shares = sorted(((k, v / working) for k, v in sums.items()), key=lambda kv: -kv[1])
+    return {"parked_share": parked / total, "working_stalls": shares}
 
 
 def rows(ncu_dir: Path) -> list[dict]:
@@ -134,7 +139,7 @@ def markdown(table: list[dict]) -> str:
              "Parked: the share of warp samples waiting at a warp-specialized kernel's join (no issue slot taken), "
              "and the top stalls of the other samples, where the launch's source page was exported.", "",
              "| counters | kernel | shape | commit | ms | warps/SM | registers | " + " | ".join(units)
-             + " | bound: floor ms | top stalls (share) | parked | top stalls past the parked (share) |",
+             + " | bound: floor ms | top stalls (share) | parked | top 4 stalls past the parked (share) |",
              "| " + " | ".join(["---"] * (11 + len(units))) + " |"]
     for r in table:
         cells = []
@@ -148,7 +153,7 @@ def markdown(table: list[dict]) -> str:
         parked, working = "—", "—"
         if "parked_share" in r:
             parked = f"{r['parked_share']:.0%}"
-            working = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in r["working_stalls"])
+            working = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in r["working_stalls"][:4])
         lines.append(f"| `{r['file']}` | `{r['kernel']}` | {r['shape']} | {r['commit']} | {r['ms']:.2f} | "
                      f"{r['warps']:.0f} | {r['registers']} | " + " | ".join(cells)
                      + f" | {r['bound']}: {r['floor_ms']:.2f} | {stalls} | {parked} | {working} |")

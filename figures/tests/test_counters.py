@@ -68,20 +68,33 @@ H100_NCU = NCU.parents[1] / "h100_80gb_hbm3" / "ncu"
 
 def test_sampled_stalls_set_the_warps_parked_at_a_join_apart(tmp_path):
     """A NOP right after BAR.SYNC whose samples are all barrier is a parked warp: left out of the stall shares; a
-    barrier stall elsewhere (a warpgroup waiting for its products) counts."""
+    barrier stall elsewhere (a warpgroup waiting for its products) counts, and an HGMMA line's samples that no
+    column takes are the gmma reason the source page has no column for."""
     header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_barrier", "stall_selected",
               "stall_wait", "stall_barrier (Not Issued)"]
     body = [["0x0", "BAR.SYNC.DEFER_BLOCKING 0x1", "0", "0", "0", "0", "0"],
-            ["0x10", "NOP", "60", "60", "0", "0", "60"],
+            ["0x10", "NOP", "50", "50", "0", "0", "50"],
             ["0x20", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "12", "12", "0", "0", "12"],
-            ["0x30", "FADD R1, R2, R3", "28", "0", "20", "8", "0"]]
+            ["0x30", "FADD R1, R2, R3", "28", "0", "20", "8", "0"],
+            ["0x40", "HGMMA.64x32x8.F32.TF32 R40, R152, gdesc[UR36], RZ, !UPT", "10", "0", "0", "2", "0"]]
     path = tmp_path / "k.source.csv.gz"
     with gzip.open(path, "wt", newline="") as f:
         csv.writer(f).writerows([["Kernel Name", "k"], header, *body])
     got = table_counters.sampled_stalls(path)
-    assert got["parked_share"] == pytest.approx(0.6)
-    assert got["working_stalls"] == [("selected", pytest.approx(0.5)), ("barrier", pytest.approx(0.3)),
-                                     ("wait", pytest.approx(0.2))]
+    assert got["parked_share"] == pytest.approx(0.5)
+    # of the 50 working samples: selected 20, barrier 12, wait 8 + 2, gmma 8 (fourth)
+    assert got["working_stalls"][:4] == [("selected", pytest.approx(0.4)), ("barrier", pytest.approx(0.24)),
+                                         ("wait", pytest.approx(0.2)), ("gmma", pytest.approx(0.16))]
+    assert sum(v for _, v in got["working_stalls"]) == pytest.approx(1.0)
+
+
+def test_the_one_pass_waits_to_issue_its_products():
+    """At 20M_32_32 (H100, f2f6c9d) a ninth of the working warps' samples sit at HGMMA lines in no column of the
+    source page: the gmma stall, a consumer waiting for the tensor pipe to take its products, as common as the
+    long scoreboard."""
+    row = next(r for r in table_counters.rows(H100_NCU) if r["file"] == "ncu_ws_one_pass_20M_f2f6c9d")
+    shares = dict(row["working_stalls"])
+    assert shares.get("gmma", 0) == pytest.approx(0.116, abs=0.01), shares
 
 
 def test_the_warp_specialized_kernels_park_the_loader_warpgroups_three_idle_warps():
