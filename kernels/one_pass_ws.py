@@ -61,8 +61,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import (exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage, tf32_high,
-                                 transposed_lift)
+from kernels.two_pass_ws import (centers, exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage,
+                                 score_products, tf32_high, transposed_lift)
 
 BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
 K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the component widths it takes per d_pad (W,
@@ -174,14 +174,10 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     SHARED_GAMMA: gl.constexpr = gh_all.type.shape[0] == 1  # one Gamma buffer for both consumers, in turn
 
-    # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
-    # (Workspace.center is d_pad long), so they are 0 in both A operands
+    # x - c needs no mask past d (two_pass_ws.centers)
     cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
     if BLOCKS == 1:  # the score's centers; the statistics' one chunk: its lanes' centers, which lanes are squared
-        c = gl.load(center + cols)[None, :]
-        lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
-        c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
-        squared = (lanes >= D_PAD)[:, None]
+        c, c_t, squared = centers(center, a_op, D_PAD)
     zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
     # n: at K_PAD <= N_TILE_MAX_K_PAD Gamma tiles are summed elementwise in the score's layout and reduced over
     # rows once, after the sweep: a tile's column sum crosses the warpgroup's four warps through shared memory
@@ -230,17 +226,7 @@ def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_sme
             for blk in gl.static_range(BLOCKS):  # W^T's halves of block blk: w_smem 4 blk + (0, 1, 2, 3)
                 lin = ring.index(stage * PAIRS + blk // 2).slice((blk % 2) * BLOCK_N, BLOCK_N).load(a_op)
                 lin = lin - gl.load(center + blk * 32 + cols)[None, :]
-                sq = lin * lin
-                lin_hi = tf32_high(lin)
-                lin_lo = lin - lin_hi
-                sq_hi = tf32_high(sq)
-                sq_lo = sq - sq_hi
-                s = warpgroup_mma(lin_lo, w_smem.index(w0 + 4 * blk).permute((1, 0)), s, use_acc=blk > 0, is_async=True)
-                s = warpgroup_mma(sq_lo, w_smem.index(w0 + 4 * blk + 2).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(lin_hi, w_smem.index(w0 + 4 * blk + 1).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(sq_hi, w_smem.index(w0 + 4 * blk + 3).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(lin_hi, w_smem.index(w0 + 4 * blk).permute((1, 0)), s, is_async=True)
-                s = warpgroup_mma(sq_hi, w_smem.index(w0 + 4 * blk + 2).permute((1, 0)), s, is_async=True)
+                s, lin_hi, lin_lo, sq_hi, sq_lo = score_products(lin, w_smem, w0 + 4 * blk, s, blk > 0)
                 s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
             _pass_turn(turn, CONSUMER, PINGPONG)
 
@@ -357,11 +343,7 @@ def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, cent
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K_PAD, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     D_PAD: gl.constexpr = 32
-    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)[None, :]
-    lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
-    squared = (lanes >= D_PAD)[:, None]
+    c, c_t, squared = centers(center, a_op, D_PAD)
     zero = gl.zeros([BLOCK_N, K_PAD], gl.float32, mma)
     per_thread: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     n_comps = gl.arange(0, K_PAD, layout=per_thread)

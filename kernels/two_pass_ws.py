@@ -82,6 +82,18 @@ def lane_columns(lanes, D_PAD: gl.constexpr):
 
 
 @gluon.jit
+def centers(center, a_op: gl.constexpr, D_PAD: gl.constexpr):
+    """The center as the score's (1, D_PAD) row and as the statistics' (2 D_PAD, 1) column over the lifted lanes
+    (:func:`transposed_lift`'s order), and which of those lanes are squared. x - c needs no mask past d: TMA fills
+    those columns with zeros and the center is zero there (Workspace.center is d_pad long), so they are 0 in both
+    A operands."""
+    c = gl.load(center + gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op)))[None, :]
+    lanes = gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, a_op))
+    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
+    return c, c_t, (lanes >= D_PAD)[:, None]
+
+
+@gluon.jit
 def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: gl.constexpr = 1):
     """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles into the next free
     stage of the ring. A stage is (BLOCKS + 1) // 2 ring slots of two (block_n, 32) boxes: the tile's BLOCKS
@@ -101,18 +113,18 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: 
 
 
 @gluon.jit
-def score_products(lin, w_smem, w0, zero):
-    """At D_PAD = 32: the score's six TF32 products of a row tile's x - c (``lin``, in wgmma's register layout) and
-    its square against W^T's halves (w_smem w0 + 0, 1: high and low of x - c's lanes; + 2, 3: of (x - c)^2's),
+def score_products(lin, w_smem, w0, acc, ADD: gl.constexpr = False):
+    """The score's six TF32 products of 32 columns of a row tile's x - c (``lin``, in wgmma's register layout) and
+    their squares against W^T's halves (w_smem w0 + 0, 1: high and low of x - c's lanes; + 2, 3: of (x - c)^2's),
     issued without a wait in kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the
-    Triton passes score; returns the pending accumulator and the operands it reads until waited for (shared with
-    kernels/one_pass_ws.py)."""
+    Triton passes score, into ``acc`` (ADD) or a fresh accumulator of its shape; returns the pending accumulator
+    and the operands it reads until waited for (shared with kernels/one_pass_ws.py)."""
     sq = lin * lin
     lin_hi = tf32_high(lin)
     lin_lo = lin - lin_hi
     sq_hi = tf32_high(sq)
     sq_lo = sq - sq_hi
-    s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), zero, use_acc=False, is_async=True)
+    s = warpgroup_mma(lin_lo, w_smem.index(w0).permute((1, 0)), acc, use_acc=ADD, is_async=True)
     s = warpgroup_mma(sq_lo, w_smem.index(w0 + 2).permute((1, 0)), s, is_async=True)
     s = warpgroup_mma(lin_hi, w_smem.index(w0 + 1).permute((1, 0)), s, is_async=True)
     s = warpgroup_mma(sq_hi, w_smem.index(w0 + 3).permute((1, 0)), s, is_async=True)
@@ -133,13 +145,8 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
 
-    # x - c needs no mask past d: TMA fills those columns with zeros and the center is zero there
-    # (Workspace.center is d_pad long), so they are 0 in both A operands
-    cols = gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op))
-    c = gl.load(center + cols)
-    lanes = gl.arange(0, LANES, layout=gl.SliceLayout(1, a_op))
-    c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]  # the statistics' lanes: transposed_lift
-    squared = (lanes >= D_PAD)[:, None]
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    c, c_t, squared = centers(center, a_op, D_PAD)
     comps = comp0 + gl.arange(0, BLOCK_K, layout=gl.SliceLayout(0, mma))
     bias = gl.load(b + comps)[None, :]
     n_acc = gl.zeros([BLOCK_K], gl.float32, gl.SliceLayout(0, mma))
@@ -157,17 +164,37 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
         row_ok = rows < N
         Lr = gl.load(L + rows, mask=row_ok, other=0.0)[:, None]
         mbarrier.wait(ready.index(stage), (i // stages) & 1)
-        both = ring.index(stage)  # (2 * BLOCK_N, D_PAD): the row tile twice, zero past N and d
-        x = both.slice(0, BLOCK_N).load(a_op)  # (BLOCK_N, D_PAD)
-        lifted_t = transposed_lift(both, BLOCK_N, D_PAD)
+        lifted_t = transposed_lift(ring.index(stage), BLOCK_N, D_PAD)  # the stage holds the row tile twice
         # the same products in the same order as pass 1, so S - L stays <= 0. Taken lane half by lane half, the fit
         # at 1M_4096_32 went NaN at its 8th iteration (our reading: Gamma = exp(S - L) overflowed at floored
         # components)
-        s, lin_hi, lin_lo, sq_hi, sq_lo = score_products(x - c[None, :], w_smem, w0, zero)
+        s, lin_hi, lin_lo, sq_hi, sq_lo = score_of_stage(ring, stage, c, w_smem, w0, zero, a_op, BLOCK_N)
         s, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(s, lin_hi, lin_lo, sq_hi, sq_lo))
-        g = _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED)
+
+        g = exp_ftz(s + bias - Lr)
+        if WEIGHTED:
+            g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
+        g = gl.where(row_ok[:, None], g, 0.0)
         n_acc += gl.sum(g, 0)
-        su_sum += _tile_statistics(lifted_t, g, gh_smem, gl_smem, c_t, squared, zero_su, a_op, BLOCK_N)
+        g_hi = tf32_high(g)
+        gh_smem.store(g_hi)
+        gl_smem.store(g - g_hi)
+        fence_async_shared()
+        su = zero_su
+        for half in gl.static_range(2):  # the statistics over the tile's two halves of rows: half the registers
+            xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
+            xl = xt - c_t
+            xl = gl.where(squared, xl * xl, xl)
+            xt_hi = tf32_high(xl)
+            xt_lo = xl - xt_hi
+            g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
+            g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
+            # a fresh accumulator per tile: use_acc=False on its first product
+            su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
+            su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
+            su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
+            su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
+        su_sum += su
         fence_async_shared()  # this stage's loads before the loader's next TMA into it
         mbarrier.arrive(empty.index(stage), count=1)
         i += 1
@@ -175,48 +202,10 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
 
 
 @gluon.jit
-def _gamma(s, bias, Lr, sw, rows, row_ok, WEIGHTED: gl.constexpr):
-    """A row tile's Gamma = w exp(S + b - L) from its score S and rows' normalizers L (pass 1), w a row's sample
-    weight (1 unweighted), 0 past N."""
-    g = exp_ftz(s + bias - Lr)
-    if WEIGHTED:
-        g = g * gl.load(sw + rows, mask=row_ok, other=0.0)[:, None]
-    return gl.where(row_ok[:, None], g, 0.0)
-
-
-@gluon.jit
-def _tile_statistics(lifted_t, g, gh_smem, gl_smem, c_t, squared, zero_su, a_op: gl.constexpr,
-                     BLOCK_N: gl.constexpr):
-    """A row tile's [s | u]^T products (2 D_PAD lanes x BLOCK_K): Gamma's TF32 halves stored as the B operands,
-    the tile's two copies viewed as the lifted tile transposed (``lifted_t``, :func:`transposed_lift`) as A, over
-    the tile's two halves of rows (half the registers), into a fresh accumulator (issue 21) the caller adds."""
-    HALF_N: gl.constexpr = BLOCK_N // 2
-    g_hi = tf32_high(g)
-    gh_smem.store(g_hi)
-    gl_smem.store(g - g_hi)
-    fence_async_shared()
-    su = zero_su
-    for half in gl.static_range(2):
-        xt = lifted_t.slice(half * HALF_N, HALF_N, dim=1).load(a_op)  # (LANES, HALF_N): x^T twice
-        xl = xt - c_t
-        xl = gl.where(squared, xl * xl, xl)
-        xt_hi = tf32_high(xl)
-        xt_lo = xl - xt_hi
-        g_hi_rows = gh_smem.slice(half * HALF_N, HALF_N)
-        g_lo_rows = gl_smem.slice(half * HALF_N, HALF_N)
-        # a fresh accumulator per tile: use_acc=False on its first product
-        su = warpgroup_mma(xt_lo, g_hi_rows, su, use_acc=half > 0, is_async=True)
-        su = warpgroup_mma(xt_hi, g_lo_rows, su, is_async=True)
-        su = warpgroup_mma(xt_hi, g_hi_rows, su, is_async=True)
-        su, _, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(su, xt_hi, xt_lo, g_hi_rows, g_lo_rows))
-    return su
-
-
-@gluon.jit
 def score_of_stage(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
-    """:func:`score_products` of the row tile in ring stage ``stage`` (its first copy), W^T's halves at w_smem w0 +
-    0, 1 (x - c's high and low), 2, 3 ((x - c)^2's); c: the center as a (1, D_PAD) row (shared with
-    kernels/one_pass_ws.py)."""
+    """At D_PAD = 32: :func:`score_products` of the row tile in ring stage ``stage`` (its first copy), W^T's halves
+    at w_smem w0 + 0, 1 (x - c's high and low), 2, 3 ((x - c)^2's); c: the center as a (1, D_PAD) row
+    (:func:`centers`)."""
     return score_products(ring.index(stage).slice(0, BLOCK_N).load(a_op) - c, w_smem, w0, zero)
 
 
