@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from figures import arm_bar_slots, csv_to_figure_cli, finish_log_axes, save  # noqa: E402
 from figures.table1 import ms_per_iter, shape_arm_grid  # noqa: E402
 from figures.table_full import roofline_ms  # noqa: E402
-from harness.results import read_csv  # noqa: E402
+from harness.results import device_env, read_csv  # noqa: E402
 
 LEFT_OUT = ("unavailable", "unsupported")
 
@@ -30,6 +30,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
     if not rows:
         raise ValueError(f"{csv_path} has no full-covariance cell that ran")
     shapes, arms, cell = shape_arm_grid(rows)
+    rates = device_env(Path(csv_path).parent).get("probes", {})
     times = [ms for r in rows if (ms := ms_per_iter(r)) is not None]
     floor = min(times) / 3 if times else 1e-3
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(shapes) + 2), 4.6))
@@ -40,7 +41,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
             ax.plot(x, floor * 1.2, "x", color=color)
             continue
         ax.bar(x, ms - floor, width, bottom=floor, color=color, alpha=1.0 if r["gate"] == "valid" else 0.35)
-        bound = roofline_ms(r) if arm == "turbo_gmm" else None
+        bound = roofline_ms(r, rates) if arm == "turbo_gmm" else None
         if bound is not None:
             ax.hlines(bound[0], x - width / 2, x + width / 2, color="black", lw=1.5)
     handles += [Line2D([], [], color="black", lw=1.5, label="Turbo-GMM's roofline"),

@@ -15,11 +15,10 @@ counted as tensor-core FLOPs (a multiply-add = 2):
   64 lanes each, 2 N K 64 P (about N K d^2 + 8 N K d);
 
 F = 2 N K (d^2 + d + 64 P) per iteration, whatever the algorithm (Algorithm 3 scores twice: that is
-its cost, not more useful work). Its time at the precision used is F over PEAK_FLOPS (tf32x3: three
-TF32 products per product, 396 / 3 TFLOP/s; ieee: the H200's fp32 FMA rate; fp64: its float64 rate);
-the HBM time is the bytes of X per pass (N d 4; one pass for one_pass, two for two_pass) over
-HBM_BYTES_PER_S. The roofline time is the longer of the two; the fraction is it over the measured
-time. Writes full.md beside the CSV (``<stem>.md`` for another CSV, e.g. full_smoke.md).
+its cost, not more useful work). Its time at the precision used, and the HBM time of the bytes of X per
+pass (N d 4; one pass for one_pass, two for two_pass), at the device's probed rates (its env.json:
+harness.roofline.bound_ms, tf32x3 charged three TF32 products per product, ieee the float32 FMA rate, fp64
+the float64 one). The roofline time is the longer of the two; the fraction is it over the measured time. Writes full.md beside the CSV (``<stem>.md`` for another CSV, e.g. full_smoke.md).
 """
 from __future__ import annotations
 
@@ -29,10 +28,8 @@ from pathlib import Path
 from figures import csv_to_figure_cli
 from figures.table1 import arm_label, ms_per_iter, run_text, shape_label, sorted_rows
 from figures.table_e2e import number
+from harness.roofline import bound_ms
 
-# H200 SXM peaks (NVIDIA's data sheet, dense): the roofline's ceilings, by the row's precision.
-PEAK_FLOPS = {"tf32x3": 396e12 / 3, "ieee": 67e12, "fp64": 56.5e12}
-HBM_BYTES_PER_S = 4.3e12
 PAIR_BLOCK = 8  # kernels.full.parameters.PAIR_BLOCK: features per block of the second-moment pairs
 HEADER = ["Shape", "Arm", "ms/iter", "vs fastest valid", "Roofline (Turbo-GMM)", "Mem (MB)", "Gate", "Run"]
 
@@ -44,15 +41,12 @@ def products_flops(N: int, K: int, d: int) -> float:
     return 2.0 * N * K * (d * d + d + PAIR_BLOCK * PAIR_BLOCK * pairs)
 
 
-def roofline_ms(row: dict) -> tuple[float, str] | None:
-    """(roofline ms per iteration, its bound: "compute" or "HBM") of a Turbo-GMM row, None at an unknown precision."""
-    rate = PEAK_FLOPS.get(row.get("precision", ""))
-    if rate is None:
-        return None
+def roofline_ms(row: dict, rates: dict) -> tuple[float, str] | None:
+    """(roofline ms per iteration, its bound: "compute" or "HBM") of a Turbo-GMM row at the device's probed
+    ``rates``; None at a precision or rate they do not give."""
     N, K, d = int(row["N"]), int(row["K"]), int(row["d"])
-    compute = products_flops(N, K, d) / rate
-    hbm = (2 if row.get("algorithm") == "two_pass" else 1) * N * d * 4 / HBM_BYTES_PER_S
-    return (1e3 * compute, "compute") if compute >= hbm else (1e3 * hbm, "HBM")
+    passes = 2 if row.get("algorithm") == "two_pass" else 1
+    return bound_ms(products_flops(N, K, d), passes * N * d * 4, row.get("precision", ""), rates)
 
 
 def ranked(rows: list[dict]) -> dict:
@@ -78,14 +72,14 @@ def speed_text(row: dict, ranks: list) -> str:
     return f"{ms / fastest_ms:.2f}x slower"
 
 
-def roofline_text(row: dict) -> str:
-    ms, bound = ms_per_iter(row), roofline_ms(row)
+def roofline_text(row: dict, rates: dict) -> str:
+    ms, bound = ms_per_iter(row), roofline_ms(row, rates)
     if row["arm"] != "turbo_gmm" or ms is None or bound is None or row["gate"] != "valid":
         return "—"
     return f"{bound[0] / ms:.0%} of {row['precision']} {bound[1]} ({bound[0]:.3g} ms)"
 
 
-def table_rows(rows: list[dict]) -> list[list[str]]:
+def table_rows(rows: list[dict], rates: dict) -> list[list[str]]:
     ranks = ranked(rows)
     out, last = [], None
     for r in sorted_rows(rows):
@@ -93,20 +87,21 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
         mem = number(r, "peak_mb")
         out.append([shape_label(r) if r["shape"] != last else "", arm_label(r),
                     f"{ms:.2f}" if ms is not None else r["status"], speed_text(r, ranks.get(r["shape"], [])),
-                    roofline_text(r), f"{mem:.0f}" if mem is not None else "—", r["gate"] or r["status"],
+                    roofline_text(r, rates), f"{mem:.0f}" if mem is not None else "—", r["gate"] or r["status"],
                     run_text(r)])
         last = r["shape"]
     return out
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
-    from harness.results import read_csv
+    from harness.results import device_env, read_csv
 
-    table = table_rows(read_csv(csv_path))
+    table = table_rows(read_csv(csv_path), device_env(Path(csv_path).parent).get("probes", {}))
     lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
     lines += ["", "Full covariances, 10 EM iterations from the shared init; only fits the float64 gate accepts are "
-              "ranked. Roofline: products-dataflow FLOPs or HBM bytes of X at H200 peaks (figures/table_full.py). "
+              "ranked. Roofline: products-dataflow FLOPs or HBM bytes of X at the device's probed rates (env.json; "
+              "figures/table_full.py). "
               "Run: the date and commit of each row; where a shape's rows come from several runs, their ratios "
               "span those runs."]
     out_dir = Path(out_dir or Path(csv_path).parent)

@@ -3,9 +3,9 @@
     python -m figures.turbo_summary results/h200/table1.csv
 
 For every shape: Turbo-GMM's ms/iter and algorithm, the fraction of issue 23's roofline it reaches (the tf32x3
-tensor-core time of the useful 8NKd FLOP, or the time to read X once, the longer:
-harness.studies.statistics_accumulation.roofline_ms, at the TF32 rate and HBM read bandwidth the device's
-env.json probes measured, issue 23's H200 figures where there are none), the fastest valid fit of another system (not one of
+tensor-core time of the useful 8NKd FLOP, or the time to read X once, the longer: harness.roofline.diagonal_ms,
+table1.csv's roofline_fraction, at the TF32 rate and HBM read bandwidth the device's env.json probes measured,
+issue 23's H200 figures where there are none), the fastest valid fit of another system (not one of
 this project's own arms, e.g. Turbo-GMM at fp64) and
 the ratio (> 1: Turbo-GMM faster), Flash-GMM tf32x3's time (the paper's protocol;
 shown also where the gate rejected its fit) and that ratio; then at how many shapes
@@ -22,18 +22,18 @@ from pathlib import Path
 from figures.claims import OURS, Results
 from figures.table1 import ms_per_iter, sorted_rows
 from harness.results import device_env
-from harness.studies.statistics_accumulation import HBM_TBPS, TF32X3_TFLOPS, roofline_ms
+from harness.roofline import ISSUE_23_RATES, diagonal_ms
 
 FLASH = "flash_gmm"
 
 
 def rates(folder: Path) -> dict:
-    """The roofline's rates: the TF32 TFLOP/s and HBM read TB/s of ``folder``/env.json's probes, and their source."""
+    """The roofline's rates: the TF32 TFLOP/s and HBM read GB/s of ``folder``/env.json's probes, and their source."""
     probes = device_env(folder).get("probes") or {}
     if probes.get("tf32_tflops") and probes.get("hbm_read_gb_per_s"):
-        return {"tf32_tflops": probes["tf32_tflops"], "hbm_tbps": probes["hbm_read_gb_per_s"] / 1e3,
+        return {"tf32_tflops": probes["tf32_tflops"], "hbm_read_gb_per_s": probes["hbm_read_gb_per_s"],
                 "source": "env.json probes"}
-    return {"tf32_tflops": TF32X3_TFLOPS, "hbm_tbps": HBM_TBPS, "source": "issue 23's H200 figures"}
+    return {**ISSUE_23_RATES, "source": "issue 23's H200 figures"}
 
 
 def summarize(folder: Path) -> tuple[list[dict], dict]:
@@ -53,10 +53,9 @@ def summarize(folder: Path) -> tuple[list[dict], dict]:
         best_ms, best = min(others, key=lambda x: x[0]) if others else (None, None)
         flash = next((r for r in cells if r["arm"] == FLASH), None)
         f_ms = ms_per_iter(flash) if flash else None
-        floor = roofline_ms(int(turbo["N"]), int(turbo["K"]), int(turbo["d"]), rate["tf32_tflops"],
-                            rate["hbm_tbps"])
+        floor = diagonal_ms(int(turbo["N"]), int(turbo["K"]), int(turbo["d"]), turbo["precision"], rate)
         out.append({"shape": shape, "algorithm": turbo["algorithm"], "turbo_ms": t_ms, "turbo_cell": _cell(turbo),
-                    "roofline": floor / t_ms if t_ms else None,
+                    "roofline": floor / t_ms if t_ms and floor else None,
                     "runner_up": best["label"] if best else None, "runner_up_ms": best_ms,
                     "runner_up_cell": _cell(best) if best else None,
                     "ratio": best_ms / t_ms if t_ms and best_ms else None,
@@ -97,7 +96,7 @@ def markdown(rows: list[dict], totals: dict) -> str:
               f"where another system's fit is valid ({totals['shapes']} shapes in all). "
               f"Median over Flash-GMM (tf32x3) where both fits are valid: "
               f"{ratio(med)} over {totals['flash_shapes']} shapes. Roofline at {rate['tf32_tflops']:.0f} TF32 "
-              f"TFLOP/s (each useful FLOP charged 3 times) and {rate['hbm_tbps']:.2f} TB/s of HBM read "
+              f"TFLOP/s (each useful FLOP charged 3 times) and {rate['hbm_read_gb_per_s'] / 1e3:.2f} TB/s of HBM read "
               f"({rate['source']})."]
     return "\n".join(lines) + "\n"
 

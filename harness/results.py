@@ -7,7 +7,7 @@ alone. The CSV ``results/<device>/<experiment>.csv`` is a pure function of those
 atomically, so a killed sweep or parallel writers can neither lose nor duplicate a row. A record
 that cannot be read (truncated JSON, ``{}``, a truncated ``.npz``) is named in a warning and moved
 to ``cells/quarantine/``; its cell counts as not yet run. Derived columns (ms/iter statistics,
-bandwidth and roofline fractions, the agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
+bandwidth and roofline fractions (harness.roofline), the agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
 here, in one place; figures read them from the CSV.
 
     python -m harness.results results/h200/table1   # re-collect one experiment
@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+
+from harness.roofline import diagonal_ms
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -237,11 +239,9 @@ def _derive_timing(row: dict, rates: dict) -> None:
         row["hbm_fraction"] = row["x_gb_per_s"] / rates["hbm_read_gb_per_s"]
     if (row.get("covariance_type") or "diag") != "diag":  # 8NKd is the diagonal count (full: figures/table_full.py)
         return
-    # 8NKd useful FLOP per iteration; tf32x3 charged three TF32 products, fp64 one float64 (DMMA) product.
-    charge, rate = {"tf32x3": (3, "tf32_tflops"), "tf32": (1, "tf32_tflops"), "bf16": (1, "bf16_tflops"),
-                    "fp64": (1, "fp64_tflops")}.get(row.get("precision") or "", (1, "fp32_tflops"))
-    if rates.get(rate):
-        row["roofline_fraction"] = charge * 8 * N * K * d / t / (rates[rate] * 1e12)
+    floor = diagonal_ms(N, K, d, row.get("precision") or "fp32", rates)
+    if floor is not None:
+        row["roofline_fraction"] = floor / min(ms)
 
 
 def _arm_rank(row: dict, rank: dict) -> tuple:

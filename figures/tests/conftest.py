@@ -11,11 +11,15 @@ LABELS = {"turbo_gmm": "Turbo-GMM", "flash_gmm": "Flash-GMM", "pytorch": "PyTorc
           "ablation_a1": "A1", "ablation_a2": "A2", "ablation_a3": "A3", "ablation_a4": "A4"}
 
 
+# each arm's precision as its cells record it (the rest: float32 on CUDA cores)
+PRECISIONS = {"turbo_gmm": "tf32x3", "turbo_gmm_fp64": "fp64", "flash_gmm": "tf32x3", "flash_gmm_bf16": "bf16"}
+
+
 def record(exp, arm, shape, N, K, d, ms, peak_mb=100.0, regimes="", gate="valid", status="ok", algorithm="",
            ll=-40.0, reps=3):
     """A cell record whose min over reps is ``ms`` per iteration (10 iterations)."""
     rec = {"device": "dev", "experiment": exp, "arm": arm, "label": LABELS.get(arm, arm), "shape": shape,
-           "N": N, "K": K, "d": d, "regimes": regimes, "seed": 0, "numerics": "fp32", "precision": "fp32",
+           "N": N, "K": K, "d": d, "regimes": regimes, "seed": 0, "numerics": "fp32", "precision": PRECISIONS.get(arm, "fp32"),
            "n_iter": 10, "reps": reps, "status": status, "algorithm": algorithm}
     if status == "ok":
         rec.update(gate=gate, rep_seconds=[ms / 100 * f for f in [1.2, 1.0, 1.1, 1.05, 1.3][:reps]], peak_mb=peak_mb,

@@ -1,16 +1,19 @@
 """The full-covariance table and figure from a CSV built through the real record -> collect path, and the
 roofline's FLOP count against the kernels' own statistics layout."""
+import json
+
 import pytest
 
 from figures import fig_full, render_all, table_full
 from figures.tests.conftest import record, write_experiment
 
+# a device folder's env.json probes (harness.env): 396 TF32 TFLOP/s, so tf32x3 runs at 132
+PROBES = {"tf32_tflops": 396.0, "fp64_tflops": 60.0, "fp32_tflops": 50.0, "hbm_read_gb_per_s": 4000.0}
+
 
 def _full(arm, shape, N, K, d, ms, git_commit="", timestamp="", **kw):
     rec = {**record("full", arm, shape, N, K, d, ms, **kw), "git_commit": git_commit, "timestamp": timestamp}
     rec["covariance_type"] = "full"
-    if arm == "turbo_gmm":
-        rec["precision"] = "tf32x3"
     return rec
 
 
@@ -25,7 +28,9 @@ def full_csv(tmp_path):
             _full("pytorch", "20M_32_16", 20_000_000, 32, 16, 90.0),
             _full("sklearn", "20M_32_16", 20_000_000, 32, 16, 0, status="fail (OOM)"),
             _full("ablation_a1", "20M_32_16", 20_000_000, 32, 16, 0, status="unsupported: covariance_type=full")]
-    return write_experiment(tmp_path / "dev", "full", recs)
+    csv = write_experiment(tmp_path / "dev", "full", recs)
+    (csv.parent / "env.json").write_text(json.dumps({"probes": PROBES}))
+    return csv
 
 
 def test_the_flop_count_is_the_score_product_plus_the_kernels_statistics_lanes():
@@ -39,15 +44,18 @@ def test_the_flop_count_is_the_score_product_plus_the_kernels_statistics_lanes()
     assert table_full.products_flops(1, 1, 32) == 2 * (32 * 32 + 32 + 32 * 32 // 2 + 4 * 32)  # d^2/2 + 4d at 8 | d
 
 
-def test_roofline_is_the_longer_of_compute_and_hbm_at_the_rows_precision():
+def test_roofline_is_the_longer_of_compute_and_hbm_at_the_rows_precision_and_the_devices_rates():
     row = {"N": "20000000", "K": "32", "d": "16", "precision": "tf32x3", "algorithm": "one_pass"}
-    ms, bound = table_full.roofline_ms(row)
+    ms, bound = table_full.roofline_ms(row, PROBES)
     assert bound == "compute" and ms == pytest.approx(1e3 * table_full.products_flops(20_000_000, 32, 16) / 132e12)
-    ms64, _ = table_full.roofline_ms(dict(row, precision="fp64"))
-    assert ms64 == pytest.approx(ms * 132 / 56.5)
-    hbm, bound = table_full.roofline_ms(dict(row, K="1", d="1", algorithm="two_pass"))
-    assert bound == "HBM" and hbm == pytest.approx(1e3 * 2 * 20e6 * 4 / 4.3e12)
-    assert table_full.roofline_ms(dict(row, precision="fp32")) is None
+    ms64, _ = table_full.roofline_ms(dict(row, precision="fp64"), PROBES)
+    assert ms64 == pytest.approx(ms * 132 / 60)
+    ms32, _ = table_full.roofline_ms(dict(row, precision="ieee"), PROBES)  # float32 FMAs on the CUDA cores
+    assert ms32 == pytest.approx(ms * 132 / 50)
+    hbm, bound = table_full.roofline_ms(dict(row, K="1", d="1", algorithm="two_pass"), PROBES)
+    assert bound == "HBM" and hbm == pytest.approx(1e3 * 2 * 20e6 * 4 / 4e12)
+    assert table_full.roofline_ms(dict(row, precision="int8"), PROBES) is None
+    assert table_full.roofline_ms(row, {}) is None  # a device without probes: no roofline
 
 
 def test_table_ranks_valid_fits_and_gives_the_fastest_its_lead_over_the_runner_up(full_csv):
@@ -61,7 +69,7 @@ def test_table_ranks_valid_fits_and_gives_the_fastest_its_lead_over_the_runner_u
             rows[(shape, cells[1])] = cells
     turbo = rows[("1M/32/32", "Turbo-GMM")]
     assert turbo[2:4] == ["20.00", "fastest, 2.50x ahead of PyTorch"]
-    frac = table_full.roofline_ms({"N": 1_000_000, "K": 32, "d": 32, "precision": "tf32x3"})[0] / 20.0
+    frac = table_full.roofline_ms({"N": 1_000_000, "K": 32, "d": 32, "precision": "tf32x3"}, PROBES)[0] / 20.0
     assert turbo[4] == f"{frac:.0%} of tf32x3 compute ({frac * 20:.3g} ms)"
     assert rows[("1M/32/32", "scikit-learn")][3] == "4.00x slower" and rows[("1M/32/32", "PyTorch")][4] == "—"
     assert turbo[7] == "2026-12-02 bbbbbbb"  # the run each row comes from

@@ -27,7 +27,8 @@ def test_runner_up_ratio_and_median_over_flash(tmp_path):
     assert abs(by["A"]["flash_ratio"] - 3.0) < 1e-9
     assert by["B"]["runner_up"] == "PyTorch" and abs(by["B"]["ratio"] - 0.9) < 1e-9
     assert totals == {"shapes": 3, "contested": 3, "fastest": 2, "median_over_flash": 3.5, "flash_shapes": 2,
-                      "rates": {"tf32_tflops": 396.0, "hbm_tbps": 4.3, "source": "issue 23's H200 figures"}}
+                      "rates": {"tf32_tflops": 396.0, "hbm_read_gb_per_s": 4300.0,
+                                "source": "issue 23's H200 figures"}}
     md = turbo_summary.render(csv)[0].read_text()
     floor_b = max(8 * 2000 * 16 * 8 * 3 / 396e12, 2000 * 8 * 4 / 4.3e12) * 1e3  # issue 23's roofline, ms
     assert abs(by["B"]["roofline"] - floor_b / 1.0) < 1e-12

@@ -37,6 +37,7 @@ import kernels
 import kernels.full as kf
 import kernels.tied as kt
 from harness import env
+from harness.roofline import ISSUE_23_RATES, bound_ms
 from kernels.datasets import make_dataset, shared_init
 from kernels import estep_full
 from kernels.full import config as full_config
@@ -45,10 +46,10 @@ from kernels.lift import pow2_at_least_16
 from kernels.precision import MATRIX_FP64_FLOOR_WORK
 
 SHAPES = ["1M_32_32", "4M_16_64", "1M_128_32", "20M_32_16", "1M_256_16"]
-RATES = {"tf32x3": 396e12 / 3, "ieee": 67e12, "fp64": 60.5e12}  # fp64: the H200's float64 GEMM (env.json)
+# the H200's rates: issue 23's TF32 and HBM figures, its env.json's float32 and float64 GEMM probes
+RATES = {**ISSUE_23_RATES, "fp32_tflops": 50.7, "fp64_tflops": 60.5}
 FLOAT64_MAX_WORK = 64 * MATRIX_FP64_FLOOR_WORK  # N K d^2 up to which the float64 E-step is timed beside the kernels
 FLOAT64_CHUNK_BYTES = 1 << 30  # its (rows, K, d) float64 temporaries, a chunk of rows at a time
-HBM_BYTES_PER_S = 4.3e12
 COLUMNS = ["date", "git_commit", "device", "shape", "N", "K", "d", "covariance", "dataflow", "algorithm", "precision",
            "slab_dtype", "moments", "config", "status", "graphed", "ms_per_iter", "ms_per_iter_reps", "roofline_ms",
            "roofline_frac", "accuracy_rows", "err_ell", "err_weights", "err_means", "err_covariances"]
@@ -66,7 +67,8 @@ def useful_flop(covariance: str, N: int, K: int, d: int) -> float:
 
 
 def roofline_ms(covariance, precision, N, K, d) -> float:
-    return 1e3 * max(useful_flop(covariance, N, K, d) / RATES[precision], 4.0 * N * d / HBM_BYTES_PER_S)
+    """The useful products at ``precision`` or one read of X, the longer (harness.roofline), at the H200's RATES."""
+    return bound_ms(useful_flop(covariance, N, K, d), 4.0 * N * d, precision, RATES)[0]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor, wait
 from pathlib import Path
 
+from harness.roofline import ISSUE_23_RATES, diagonal_ms
+
 REPO = Path(__file__).resolve().parents[2]
 BEFORE_CSV = REPO / "results/h200/kernel_measure/accumulation_timing_2026-12-01_1882514.csv"
 CONFIGS = ("default", "unbounded", "triton")
@@ -54,8 +56,6 @@ STREAMED_MAX_N = 20_000_000
 STREAM_CHUNKS = 8
 N_ITER, REPS = 10, 3
 KERNEL_REPS = 20
-TF32X3_TFLOPS = 396.0  # issue 23: the H200's measured TF32 rate, each useful FLOP charged 3 times
-HBM_TBPS = 4.3
 ACCURACY_COLUMNS = ["shape", "N", "K", "d", "algorithm", "mode", "config", "kernel", "sum_tiles", "reference",
                     "status", "max_rel_err_n", "max_rel_err_s", "max_rel_err_u", "tiles_per_sum", "seconds",
                     "git_commit", "device", "timestamp"]
@@ -83,12 +83,6 @@ class Appender:
         self.writer.writerow({**self.provenance, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **row})
         self.file.flush()
         print(json.dumps({k: row.get(k) for k in self.columns if k in row}), flush=True)
-
-
-def roofline_ms(N: int, K: int, d: int, tf32_tflops: float = TF32X3_TFLOPS, hbm_tbps: float = HBM_TBPS) -> float:
-    """Issue 23's floor: the tf32x3 tensor-core time of the useful FLOP or the time to read X, the longer; at the
-    H200's rates unless a device's own (its env.json probes) are given."""
-    return max(8.0 * N * K * d * 3 / (tf32_tflops * 1e12), N * d * 4 / (hbm_tbps * 1e12)) * 1e3
 
 
 def configs(algorithm: str, K: int, d: int, kernel_of) -> dict:
@@ -276,7 +270,7 @@ def dispatch(shape: str, out: Appender, deadline: float, N_override=None, reps=K
     default = launch_config("one_pass", K, d)
     sweeps = {"one_pass": dataclasses.replace(default, warp_specialized_one_pass=0),
               "one_pass_ws": dataclasses.replace(default, warp_specialized_one_pass=1, warp_specialized_one_pass_rows=0)}
-    floor = roofline_ms(N, K, d)
+    floor = diagonal_ms(N, K, d, "tf32x3", ISSUE_23_RATES)  # issue 23's roofline, as its table states it
     n_tiles = -(-N // one_pass_ws.BLOCK_N)
     for kernel, cfg in sweeps.items():
         row = {"shape": shape, "N": N, "K": K, "d": d, "kernel": kernel, "roofline_ms": round(floor, 4),

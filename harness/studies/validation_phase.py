@@ -29,13 +29,13 @@ import torch
 
 from harness import env
 from harness.memory import NvmlSampler
+from harness.roofline import ISSUE_23_RATES, read_ms
 from harness.studies.estimator_e2e import SIZES
 from kernels import GaussianMixture
 from kernels.datasets import make_dataset
 from kernels.column_sums import column_sums
 from kernels.em import column_moments
 
-HBM_BYTES_PER_S = 4.3e12
 
 
 def event_ms(fn, reps: int = 20, pause_s: float = 0.0) -> tuple[float, float]:
@@ -56,7 +56,7 @@ def event_ms(fn, reps: int = 20, pause_s: float = 0.0) -> tuple[float, float]:
 def tile_sweep(out: Path, N: int = 20_000_000, d: int = 32) -> None:
     """Every launch geometry of the grid below at (N, d), a CSV row each (a compile failure is a row too)."""
     X = make_dataset(N, 32, d, 0, "cuda").X
-    floor_ms = 1e3 * 4 * N * d / HBM_BYTES_PER_S
+    floor_ms = read_ms(4 * N * d, ISSUE_23_RATES)
     grid = itertools.product((1024, 2048, 4096), (1, 2, 4, 8), (1, 2, 4, 8), (4, 8))
     torch_ms = event_ms(lambda: X.sum(0))
     with out.open("w", newline="") as f:

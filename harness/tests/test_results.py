@@ -25,7 +25,7 @@ def test_derived_columns(tmp_path):
     exp = tmp_path / "dev" / "e"
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "env.json").write_text(json.dumps(
-        {"probes": {"hbm_read_gb_per_s": 4000.0, "tf32_tflops": 400.0, "fp32_tflops": 50.0, "fp64_tflops": 45.0}}))
+        {"probes": {"hbm_read_gb_per_s": 4000.0, "tf32_tflops": 400.0, "fp32_tflops": 50.0, "fp64_tflops": 4.5}}))
     _write(exp, _record("turbo_gmm", gate="rejected (non-finite LL)", precision="tf32x3"), [0, 0, 1, 1])
     _write(exp, _record("turbo_gmm_fp64", gate="rejected (non-finite LL)", precision="fp64"), [0, 0, 1, 1])
     _write(exp, _record("pytorch", ll=-7.0), [0, 0, 1, 1])
@@ -38,9 +38,13 @@ def test_derived_columns(tmp_path):
     assert float(p["ms_per_iter_spread"]) == pytest.approx(2.0)
     assert float(p["x_gb_per_s"]) == pytest.approx(1000 * 8 * 4 / 1e-3 / 1e9)
     assert float(p["hbm_fraction"]) == pytest.approx(float(p["x_gb_per_s"]) / 4000)
-    assert float(p["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 1e-3 / 50e12)
-    assert float(rows["turbo_gmm"]["roofline_fraction"]) == pytest.approx(3 * 8 * 1000 * 4 * 8 / 1e-3 / 400e12)
-    assert float(rows["turbo_gmm_fp64"]["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 1e-3 / 45e12)
+    # the roofline: each precision's products at its probe or one read of X, the longer (harness.roofline)
+    read_s = 1000 * 8 * 4 / 4000e9
+    assert float(p["roofline_fraction"]) == pytest.approx(read_s / 1e-3)  # 8NKd at 50 TFLOP/s is shorter
+    assert 8 * 1000 * 4 * 8 / 50e12 < read_s
+    assert float(rows["turbo_gmm"]["roofline_fraction"]) == pytest.approx(read_s / 1e-3)
+    assert 3 * 8 * 1000 * 4 * 8 / 400e12 < read_s
+    assert float(rows["turbo_gmm_fp64"]["roofline_fraction"]) == pytest.approx(8 * 1000 * 4 * 8 / 4.5e12 / 1e-3)
     # turbo_gmm is rejected, so the reference is the first valid arm in table order
     assert {r["reference_arm"] for r in rows.values() if r["gate"] == "valid"} == {"pytorch"}
     assert rows["turbo_gmm"]["reference_arm"] == "" and rows["turbo_gmm"]["ari"] == ""
