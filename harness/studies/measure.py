@@ -1,4 +1,4 @@
-"""Kernel-only and whole-iteration times, bandwidth, roofline fraction and the
+"""Kernel-only and whole-iteration times, bandwidth, useful TFLOP/s (8NKd; the roofline is harness.roofline) and the
 compiler's resource report (registers, spills, shared memory) per shape.
 
     python -m harness.studies.measure 1M_32_32 4M_16_128 ... [--algorithm auto|one_pass|two_pass]
