@@ -18,7 +18,8 @@ F = 2 N K (d^2 + d + 64 P) per iteration, whatever the algorithm (Algorithm 3 sc
 its cost, not more useful work). Its time at the precision used, and the HBM time of the bytes of X per
 pass (N d 4; one pass for one_pass, two for two_pass), at the device's probed rates (its env.json:
 harness.roofline.bound_ms, tf32x3 charged three TF32 products per product, ieee the float32 FMA rate, fp64
-the float64 one). The roofline time is the longer of the two; the fraction is it over the measured time. Writes full.md beside the CSV (``<stem>.md`` for another CSV, e.g. full_smoke.md).
+the float64 one). The roofline time is the longer of the two; the fraction is it over the measured time.
+Writes full.md beside the CSV (``<stem>.md`` for another CSV, e.g. full_smoke.md).
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ alone. The CSV ``results/<device>/<experiment>.csv`` is a pure function of those
 atomically, so a killed sweep or parallel writers can neither lose nor duplicate a row. A record
 that cannot be read (truncated JSON, ``{}``, a truncated ``.npz``) is named in a warning and moved
 to ``cells/quarantine/``; its cell counts as not yet run. Derived columns (ms/iter statistics,
-bandwidth and roofline fractions (harness.roofline), the agreement with the shape's reference arm, and the kernels' dispatch choice) are computed
-here, in one place; figures read them from the CSV.
+bandwidth and roofline fractions (harness.roofline), the agreement with the shape's reference arm, and the
+kernels' dispatch choice) are computed here, in one place; figures read them from the CSV.
 
     python -m harness.results results/h200/table1   # re-collect one experiment
 """

@@ -270,7 +270,7 @@ def dispatch(shape: str, out: Appender, deadline: float, N_override=None, reps=K
     default = launch_config("one_pass", K, d)
     sweeps = {"one_pass": dataclasses.replace(default, warp_specialized_one_pass=0),
               "one_pass_ws": dataclasses.replace(default, warp_specialized_one_pass=1, warp_specialized_one_pass_rows=0)}
-    floor = diagonal_ms(N, K, d, "tf32x3", ISSUE_23_RATES)  # issue 23's roofline, as its table states it
+    floor = diagonal_ms(N, K, d, "tf32x3", ISSUE_23_RATES)  # issue 23's roofline, as its table gives it
     n_tiles = -(-N // one_pass_ws.BLOCK_N)
     for kernel, cfg in sweeps.items():
         row = {"shape": shape, "N": N, "K": K, "d": d, "kernel": kernel, "roofline_ms": round(floor, 4),

@@ -37,7 +37,6 @@ from kernels.column_sums import column_sums
 from kernels.em import column_moments
 
 
-
 def event_ms(fn, reps: int = 20, pause_s: float = 0.0) -> tuple[float, float]:
     """(min, median) ms of ``fn`` between two CUDA events, the GPU idle for ``pause_s`` before each."""
     out = []
