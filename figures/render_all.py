@@ -2,7 +2,7 @@
 
     python -m figures.render_all [results]      # what `make figures` runs
 
-For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memory, turbo_summary.md;
+For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memory, turbo_summary.md, fp64.md;
 smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispatch;
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; e2e.csv -> e2e.md, fig_e2e
 (e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); full.csv -> full.md, fig_full (full_smoke.csv ->
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_full, fig_memory,
-                     table1, table_counters, table_e2e, table_full, turbo_summary)
+                     table1, table_counters, table_e2e, table_fp64, table_full, turbo_summary)
 from harness.results import read_csv
 
 PAPER_KEEP_REJECTED = {("flash_gmm", "1M_4096_32")}  # §5.1's one disclosed exception, flagged where it is drawn
@@ -31,7 +31,7 @@ def kept_rejected(csv_path: Path) -> set:
 
 RENDERERS = {
     "table1": [lambda p: table1.render([p], kept_rejected(p)), lambda p: fig1_latency.render(p, None, kept_rejected(p)),
-               fig_memory.render, turbo_summary.render],
+               fig_memory.render, turbo_summary.render, lambda p: table_fp64.render(p.parent)],
     "smoke": [lambda p: table1.render([p], set()), fig1_latency.render],
     "dispatch": [fig_dispatch.render],
     "ablation": [fig2_ablation.render],

@@ -1,0 +1,153 @@
+"""Issue 20 per shape: fp64 against tf32x3, and the floor the float64 pipe puts under an fp64 iteration.
+
+    python -m figures.table_fp64 results/h200
+
+Reads table1.csv's turbo_gmm (tf32x3) and turbo_gmm_fp64 rows and the newest Nsight Compute launch of the fp64
+one pass in ncu/ (a ``ncu_fp64_one_pass_*`` file; the ncu README's table gives its shape and commit). On Hopper
+DMMA and the float64 CUDA-core instructions issue through one pipe (``sm__pipe_shared_cycles``), so an fp64
+iteration cannot be shorter than its products at the DMMA peak that launch reports
+(``sm__ops_path_tensor_src_fp64.sum.peak_sustained_elapsed.per_second``) plus the float64 arithmetic (the
+exponentials, the lift's centering and squaring, the scaling of Gamma) at the rate that launch spent on the pipe
+per (row, component) entry (its FP64 utilization x duration / (N K_pad)). Algorithm 2 issues 8 N K_pad d_pad
+FLOP of products and that arithmetic once an entry; Algorithm 3 scores twice: 12 N K_pad d_pad and twice the
+arithmetic. The arithmetic's charge is the profiled launch's (its d_pad): an estimate at other feature counts.
+Against that floor: issue 20's target, 1.5x the tf32x3 iteration, and cuBLAS's DGEMM (env.json's fp64 probe),
+the most of the DMMA peak a kernel on this device was measured to keep. Writes fp64.md beside table1.csv.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from figures.claims import lane_width
+from figures.table1 import ms_per_iter, sorted_rows
+from figures.table_counters import index, number, read_raw
+from harness.results import device_env, read_csv
+from harness.roofline import compute_ms
+
+
+TF32X3_ARM, FP64_ARM = "turbo_gmm", "turbo_gmm_fp64"
+FP64_LAUNCH = "ncu_fp64_one_pass"  # the fp64 one pass's ncu files (ncu/README.md)
+ISSUE_20_RATIO = 1.5  # fp64 at most this many times the tf32x3 iteration of the same commit
+ISSUE_20_TARGET = ("20M_32_32", 4.5)  # and this many ms/iter at this shape
+DMMA_PEAK = "sm__ops_path_tensor_src_fp64.sum.peak_sustained_elapsed.per_second"
+FP64_PIPE = "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"
+# products (FLOP per N K_pad d_pad) and float64 arithmetic passes over the entries, per algorithm
+WORK = {"one_pass": (8, 1), "two_pass": (12, 2)}
+
+
+def pipe_rates(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> dict | None:
+    """From the newest fp64 one-pass launch of the ncu README's table: its DMMA peak (TFLOP/s at the launch's
+    clock), the float64 arithmetic's pipe time per (row, component) entry (ps), the launch's file, shape and
+    commit; None without one, or where ``dims`` (shape -> (N, K, d)) lacks its shape."""
+    launches = [(stem, meta) for stem, meta in index(ncu_dir / "README.md").items()
+                if stem.startswith(FP64_LAUNCH) and (ncu_dir / f"{stem}.raw.csv").exists() and meta["shape"] in dims]
+    if not launches:
+        return None
+    stem, meta = launches[-1]  # the README lists launches oldest first
+    raw = read_raw(ncu_dir / f"{stem}.raw.csv")
+    N, K, _ = dims[meta["shape"]]
+    arithmetic_ms = number(raw, "duration_ms") * number(raw, FP64_PIPE) / 100
+    return {"fp64_tflops": number(raw, DMMA_PEAK) / 1e12, "ps_per_entry": 1e9 * arithmetic_ms / (N * lane_width(K)),
+            "file": stem, "shape": meta["shape"], "commit": meta["commit"]}
+
+
+def floor_ms(N: int, K: int, d: int, algorithm: str, rates: dict) -> tuple[float, float]:
+    """(the products at the DMMA peak, the float64 arithmetic at its per-entry rate) in ms for one iteration."""
+    flop_per_entry, passes = WORK[algorithm]
+    k_pad, d_pad = lane_width(K), lane_width(d)
+    products = compute_ms(flop_per_entry * N * k_pad * d_pad, "fp64", rates)
+    return products, passes * N * k_pad * rates["ps_per_entry"] * 1e-9
+
+
+def rows(folder: Path) -> tuple[list[dict], dict | None]:
+    """(one dict per shape with both arms' rows, the pipe rates) from ``folder``'s table1.csv and ncu/."""
+    cells = {}
+    for r in sorted_rows([r for r in read_csv(folder / "table1.csv") if r["arm"] in (TF32X3_ARM, FP64_ARM)]):
+        cells.setdefault(r["shape"], {})[r["arm"]] = r
+    dims = {shape: tuple(int(r[k]) for k in "NKd") for shape, arms in cells.items() for r in arms.values()}
+    rates = pipe_rates(folder / "ncu", dims)
+    out = []
+    for shape, arms in cells.items():
+        if len(arms) < 2:
+            continue
+        tf, fp = arms[TF32X3_ARM], arms[FP64_ARM]
+        t_ms, f_ms = (ms_per_iter(r) if r["gate"] == "valid" else None for r in (tf, fp))
+        N, K, d = dims[shape]
+        row = {"shape": shape, "algorithm": fp["algorithm"], "tf32x3_ms": t_ms, "fp64_ms": f_ms,
+               "tf32x3_gate": tf["gate"], "fp64_gate": fp["gate"],
+               "commits": sorted({tf["git_commit"], fp["git_commit"]}),
+               "ratio": f_ms / t_ms if t_ms and f_ms else None,
+               "target_ms": ISSUE_20_RATIO * t_ms if t_ms else None}
+        if rates and fp["algorithm"] in WORK:
+            products, arithmetic = floor_ms(N, K, d, fp["algorithm"], rates)
+            row.update(products_ms=products, arithmetic_ms=arithmetic, floor_ms=products + arithmetic)
+            if row["target_ms"]:
+                row["floor_share"] = row["floor_ms"] / row["target_ms"]
+        out.append(row)
+    return out, rates
+
+
+def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) -> str:
+    def f(v, fmt="{:.3f}"):
+        return "—" if v is None else fmt.format(v)
+
+    lines = ["Generated by `python -m figures.table_fp64` from `table1.csv` (arms turbo_gmm, tf32x3, and "
+             "turbo_gmm_fp64) and the fp64 one pass's Nsight Compute counters in [`ncu/`](ncu/README.md). "
+             f"Issue 20's target: fp64 at most {ISSUE_20_RATIO}x the tf32x3 iteration, and "
+             f"{ISSUE_20_TARGET[1]} ms/iter at {ISSUE_20_TARGET[0]}.", ""]
+    if rates:
+        lines += [f"The floor: the products at the DMMA peak of `{rates['file']}` ({rates['shape']}, "
+                  f"{rates['commit']}: {rates['fp64_tflops']:.1f} TFLOP/s) plus the float64 arithmetic at the "
+                  f"{rates['ps_per_entry']:.2f} ps per (row, component) entry that launch spent on the same pipe "
+                  "(twice for Algorithm 3); "
+                  "floor / target is how busy that pipe must be to meet the target, where cuBLAS's DGEMM keeps "
+                  + (f"{dgemm_tflops / rates['fp64_tflops']:.0%} of it (env.json probe, {dgemm_tflops:.1f} TFLOP/s)."
+                     if dgemm_tflops else "an unprobed share of it."), ""]
+    lines += ["| shape | algorithm | tf32x3 ms | fp64 ms | fp64 / tf32x3 | target ms (1.5x) | products ms | "
+              "+ arithmetic ms | floor ms | floor / target | commits |", "| " + " | ".join(["---"] * 11) + " |"]
+    for r in table:
+        fp = f(r["fp64_ms"]) if r["fp64_gate"] == "valid" else r["fp64_gate"] or "did not run"
+        tf = f(r["tf32x3_ms"]) if r["tf32x3_gate"] == "valid" else r["tf32x3_gate"] or "did not run"
+        ratio = f(r["ratio"], "{:.2f}x")
+        if r["ratio"] is not None and r["ratio"] <= ISSUE_20_RATIO:
+            ratio = f"**{ratio}**"
+        lines.append(f"| {r['shape']} | {r['algorithm']} | {tf} | {fp} | {ratio} | {f(r['target_ms'])} | "
+                     f"{f(r.get('products_ms'))} | {f(r.get('arithmetic_ms'))} | {f(r.get('floor_ms'))} | "
+                     f"{f(r.get('floor_share'), '{:.1%}')} | {', '.join(r['commits'])} |")
+    met = [r["shape"] for r in table if r["ratio"] is not None and r["ratio"] <= ISSUE_20_RATIO]
+    out_of_reach = [r["shape"] for r in table if r.get("floor_share", 0) > 1]
+    lines += ["", f"Within {ISSUE_20_RATIO}x: {len(met)} of {len(table)} shapes ({', '.join(met) or 'none'}). "
+              + (f"Floor above the target (out of reach at 100% of the pipe): {len(out_of_reach)} "
+                 f"({', '.join(out_of_reach) or 'none'})." if rates else
+                 "No counters of the fp64 one pass in ncu/ at a shape of this table: no floor.")]
+    target = next((r for r in table if r["shape"] == ISSUE_20_TARGET[0]), None)
+    if target and target.get("floor_ms") and target["fp64_ms"]:
+        lines.append(f"At {ISSUE_20_TARGET[0]}: {target['fp64_ms']:.3f} ms/iter against {ISSUE_20_TARGET[1]} ms, "
+                     f"which needs the pipe {target['floor_ms'] / ISSUE_20_TARGET[1]:.0%} busy; the floor is "
+                     f"{target['floor_ms'] / target['fp64_ms']:.0%} of this row's time.")
+    return "\n".join(lines) + "\n"
+
+
+def render(folder: Path) -> list[Path]:
+    """fp64.md in ``folder`` where its table1.csv has both arms at some shape; nothing otherwise."""
+    if not (folder / "table1.csv").exists():
+        return []
+    table, rates = rows(folder)
+    if not table:
+        return []
+    probes = device_env(folder).get("probes") or {}
+    out = folder / "fp64.md"
+    out.write_text(markdown(table, rates, probes.get("fp64_tflops")), encoding="utf-8")
+    return [out]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path)
+    for p in render(ap.parse_args(argv).folder):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()
