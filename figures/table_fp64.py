@@ -12,11 +12,16 @@ per (row, component) entry (its FP64 utilization x duration / (N K_pad)). Algori
 FLOP of products and that arithmetic once an entry; Algorithm 3 scores twice: 12 N K_pad d_pad and twice the
 arithmetic. The arithmetic's charge is the profiled launch's (its d_pad): an estimate at other feature counts.
 Against that floor: issue 20's target, 1.5x the tf32x3 iteration, and cuBLAS's DGEMM (env.json's fp64 probe),
-the most of the DMMA peak a kernel on this device was measured to keep. Writes fp64.md beside table1.csv.
+the most of the DMMA peak a kernel on this device was measured to keep. Where ``shared_wavefronts.csv`` (written by
+harness.studies.shared_wavefronts --out) has the fp64 one pass's row tile at a shape's (K_pad, d_pad), also the
+floor its shared-memory wavefronts put under that kernel as compiled: its tiles times the tile's wavefronts at one a
+cycle per SM (the SM count and clock of the same ncu launch); the model leaves out the L1's other traffic (the
+profiled launch's L1 was busier than its shared wavefronts alone). Writes fp64.md beside table1.csv.
 """
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from figures.claims import lane_width
@@ -34,6 +39,7 @@ DMMA_PEAK = "sm__ops_path_tensor_src_fp64.sum.peak_sustained_elapsed.per_second"
 FP64_PIPE = "sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"
 # products (FLOP per N K_pad d_pad) and float64 arithmetic passes over the entries, per algorithm
 WORK = {"one_pass": (8, 1), "two_pass": (12, 2)}
+WAVEFRONTS = "shared_wavefronts.csv"
 
 
 def pipe_rates(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> dict | None:
@@ -47,9 +53,22 @@ def pipe_rates(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> dict | N
     stem, meta = launches[-1]  # the README lists launches oldest first
     raw = read_raw(ncu_dir / f"{stem}.raw.csv")
     N, K, _ = dims[meta["shape"]]
-    arithmetic_ms = number(raw, "duration_ms") * number(raw, FP64_PIPE) / 100
+    ms = number(raw, "duration_ms")
+    arithmetic_ms = ms * number(raw, FP64_PIPE) / 100
     return {"fp64_tflops": number(raw, DMMA_PEAK) / 1e12, "ps_per_entry": 1e9 * arithmetic_ms / (N * lane_width(K)),
+            "sm_count": number(raw, "launch__sm_count"), "clock_hz": number(raw, "sm__cycles_elapsed.avg") / ms * 1e3,
             "file": stem, "shape": meta["shape"], "commit": meta["commit"]}
+
+
+def one_pass_tiles(folder: Path) -> dict[tuple[int, int], dict]:
+    """(K_pad, d_pad) -> the fp64 one pass's row tile from ``folder``/shared_wavefronts.csv: its rows (BLOCK_N), its
+    load + store wavefronts, the commit that compiled it; empty without the CSV."""
+    path = folder / WAVEFRONTS
+    found = read_csv(path) if path.exists() else []
+    return {(lane_width(r["K"]), lane_width(r["d"])):
+            {"rows": int(r["BLOCK_N"]), "commit": r["git_commit"][:7],
+             "wavefronts": int(r["load_wavefronts"]) + int(r["store_wavefronts"])}
+            for r in found if r["precision"] == "fp64" and r["kernel"] == "one_pass"}
 
 
 def floor_ms(N: int, K: int, d: int, algorithm: str, rates: dict) -> tuple[float, float]:
@@ -67,6 +86,7 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
         cells.setdefault(r["shape"], {})[r["arm"]] = r
     dims = {shape: tuple(int(r[k]) for k in "NKd") for shape, arms in cells.items() for r in arms.values()}
     rates = pipe_rates(folder / "ncu", dims)
+    tiles = one_pass_tiles(folder) if rates else {}
     out = []
     for shape, arms in cells.items():
         if len(arms) < 2:
@@ -82,8 +102,14 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
         if rates and fp["algorithm"] in WORK:
             products, arithmetic = floor_ms(N, K, d, fp["algorithm"], rates)
             row.update(products_ms=products, arithmetic_ms=arithmetic, floor_ms=products + arithmetic)
+            tile = tiles.get((lane_width(K), lane_width(d))) if fp["algorithm"] == "one_pass" else None
+            if tile:
+                row["shared_ms"] = 1e3 * math.ceil(N / tile["rows"]) * tile["wavefronts"] / (rates["sm_count"]
+                                                                                          * rates["clock_hz"])
+                row["shared_commit"] = tile["commit"]
             if row["target_ms"]:
                 row["floor_share"] = row["floor_ms"] / row["target_ms"]
+                row["shared_share"] = row["shared_ms"] / row["target_ms"] if tile else None
         out.append(row)
     return out, rates
 
@@ -105,22 +131,32 @@ def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) 
                   + (f"{dgemm_tflops / rates['fp64_tflops']:.0%} of it (env.json probe, {dgemm_tflops:.1f} TFLOP/s)."
                      if dgemm_tflops else "an unprobed share of it."), ""]
     lines += ["| shape | algorithm | tf32x3 ms | fp64 ms | fp64 / tf32x3 | target ms (1.5x) | products ms | "
-              "+ arithmetic ms | floor ms | floor / target | commits |", "| " + " | ".join(["---"] * 11) + " |"]
+              "+ arithmetic ms | pipe floor ms | pipe floor / target | shared-memory floor ms | shared / target | "
+              "commits |", "| " + " | ".join(["---"] * 13) + " |"]
     for r in table:
         fp = f(r["fp64_ms"]) if r["fp64_gate"] == "valid" else r["fp64_gate"] or "did not run"
         tf = f(r["tf32x3_ms"]) if r["tf32x3_gate"] == "valid" else r["tf32x3_gate"] or "did not run"
         ratio = f(r["ratio"], "{:.2f}x")
         if r["ratio"] is not None and r["ratio"] <= ISSUE_20_RATIO:
             ratio = f"**{ratio}**"
+        commits = ", ".join(r["commits"]) + (f" (wavefronts: {r['shared_commit']})" if r.get("shared_commit") else "")
         lines.append(f"| {r['shape']} | {r['algorithm']} | {tf} | {fp} | {ratio} | {f(r['target_ms'])} | "
                      f"{f(r.get('products_ms'))} | {f(r.get('arithmetic_ms'))} | {f(r.get('floor_ms'))} | "
-                     f"{f(r.get('floor_share'), '{:.1%}')} | {', '.join(r['commits'])} |")
+                     f"{f(r.get('floor_share'), '{:.1%}')} | {f(r.get('shared_ms'))} | "
+                     f"{f(r.get('shared_share'), '{:.1%}')} | {commits} |")
     met = [r["shape"] for r in table if r["ratio"] is not None and r["ratio"] <= ISSUE_20_RATIO]
-    out_of_reach = [r["shape"] for r in table if r.get("floor_share", 0) > 1]
-    lines += ["", f"Within {ISSUE_20_RATIO}x: {len(met)} of {len(table)} shapes ({', '.join(met) or 'none'}). "
-              + (f"Floor above the target (out of reach at 100% of the pipe): {len(out_of_reach)} "
-                 f"({', '.join(out_of_reach) or 'none'})." if rates else
-                 "No counters of the fp64 one pass in ncu/ at a shape of this table: no floor.")]
+    missed = [r for r in table if r["shape"] not in met]
+    pipe = [r["shape"] for r in missed if (r.get("floor_share") or 0) > 1]
+    shared = [r["shape"] for r in missed if r["shape"] not in pipe and (r.get("shared_share") or 0) > 1]
+    lines += ["", f"Within {ISSUE_20_RATIO}x: {len(met)} of {len(table)} shapes ({', '.join(met) or 'none'})."]
+    if rates:
+        lines.append(f"The pipe's floor above the target (out of reach at 100% of it): {len(pipe)} "
+                     f"({', '.join(pipe) or 'none'}). The kernel's shared-memory floor above it: {len(shared)} "
+                     f"({', '.join(shared) or 'none'}). The rest need the pipe as busy as their pipe floor / target: "
+                     + (", ".join(f"{r['shape']} {r['floor_share']:.0%}" for r in missed
+                                  if r["shape"] not in pipe + shared and r.get("floor_share")) or "none") + ".")
+    else:
+        lines.append("No counters of the fp64 one pass in ncu/ at a shape of this table: no floor.")
     target = next((r for r in table if r["shape"] == ISSUE_20_TARGET[0]), None)
     if target and target.get("floor_ms") and target["fp64_ms"]:
         lines.append(f"At {ISSUE_20_TARGET[0]}: {target['fp64_ms']:.3f} ms/iter against {ISSUE_20_TARGET[1]} ms, "

@@ -12,18 +12,29 @@ program is taken to do what warp 0 does. On the fp64 one pass at 20M_32_32 (207e
 (harness/tests/studies/test_shared_wavefronts.py). Layouts other than Triton's swizzled shared ones (the NVMMA
 layouts of wgmma operands and TMA) are left out; Gluon's gl.bank_conflicts covers those.
 
-    python -m harness.studies.shared_wavefronts --K 32 --d 32 --algorithm one_pass --precision fp64
+    python -m harness.studies.shared_wavefronts --K 32 --d 32 --algorithm one_pass --precision fp64 \
+        [--out results/h200/shared_wavefronts.csv]
+
+With --out, each kernel's row tile goes into that CSV too (a row per kernel, K, d, precision and tile, replaced
+when compiled again), with the Triton version and commit that compiled it: figures.table_fp64 turns it into the
+shared-memory floor of each fp64 shape.
 """
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
 
+import triton
+
+from harness.env import git_commit
 from harness.studies.resources import compile_triton_kernel, refuse_interpreter, shape_arguments, triton_kernels
 from kernels.dispatch import launch_config
 from kernels.launch import LaunchConfig, parse_config
@@ -188,8 +199,35 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
         launch = {**launch, **(meta or {})}
         compiled = compile_triton_kernel(fn, {**sig, **(w_strides or {})}, launch)
         found = analyze(compiled.asm["ttgir"], launch["num_warps"])
-        rows.append({"kernel": name, "K": K, "d": d, "precision": precision, "BLOCK_N": launch["BLOCK_N"], **found})
+        rows.append({"kernel": name, "K": K, "d": d, "precision": precision, "BLOCK_N": launch["BLOCK_N"],
+                     "num_warps": launch["num_warps"], **found})
     return rows
+
+
+CSV_COLUMNS = ["kernel", "K", "d", "precision", "BLOCK_N", "num_warps", "load_wavefronts", "load_fewest",
+               "store_wavefronts", "store_fewest", "triton", "git_commit", "date"]
+CSV_KEY = ("kernel", "K", "d", "precision", "BLOCK_N", "num_warps")
+
+
+def write_rows(rows: list[dict], out: Path) -> Path:
+    """Merge :func:`report`'s rows into the CSV ``out`` (a row per kernel, K, d, precision and tile), provenance
+    added; rows of other keys are kept."""
+    new = [{"kernel": r["kernel"], "K": r["K"], "d": r["d"], "precision": r["precision"], "BLOCK_N": r["BLOCK_N"],
+            "num_warps": r["num_warps"], "load_wavefronts": r["tile"]["load"]["wavefronts"],
+            "load_fewest": r["tile"]["load"]["fewest"], "store_wavefronts": r["tile"]["store"]["wavefronts"],
+            "store_fewest": r["tile"]["store"]["fewest"], "triton": triton.__version__, "git_commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d")} for r in rows]
+    keys = {tuple(str(r[k]) for k in CSV_KEY) for r in new}
+    kept = []
+    if out.exists():
+        with open(out, newline="") as f:
+            kept = [r for r in csv.DictReader(f) if tuple(r[k] for k in CSV_KEY) not in keys]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, CSV_COLUMNS)
+        w.writeheader()
+        w.writerows(sorted(kept + new, key=lambda r: (r["precision"], r["kernel"], int(r["K"]), int(r["d"]))))
+    return out
 
 
 def main(argv=None) -> None:
@@ -201,12 +239,16 @@ def main(argv=None) -> None:
     p.add_argument("--x-columns", choices=("launch", "twice"), default="launch",
                    help="the lifted tile as a launch forms it (kernels.lift.gathers_rows) or each half loading its own "
                         "copy of X's columns (fp64's form before 2026-12-05)")
+    p.add_argument("--out", type=Path, default=None, help="also merge each kernel's tile into this CSV")
     a = p.parse_args(argv)
     w_strides = {"stride_wl": "i32", "stride_wk": 1} if a.w_storage == "rows" else None
     meta = {"GATHER": False} if a.x_columns == "twice" else None
     cfg = parse_config(a.config) if a.config else None
-    for row in report(a.K, a.d, a.algorithm, a.precision, cfg, w_strides, meta):
+    rows = report(a.K, a.d, a.algorithm, a.precision, cfg, w_strides, meta)
+    for row in rows:
         print(json.dumps(row), flush=True)
+    if a.out:
+        write_rows(rows, a.out)
 
 
 if __name__ == "__main__":

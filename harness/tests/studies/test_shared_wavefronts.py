@@ -81,3 +81,23 @@ def test_linear_layouts_reads_a_distributed_linear_layout_back():
     reg, lane, warp = [[1, 0], [0, 8], [8, 0], [16, 0]], [[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]], [[0, 16], [0, 32]]
     (found,) = linear_layouts([(f"gl.DistributedLinearLayout({reg}, {lane}, {warp}, [], [32, 64])", [32, 64])], 4)
     assert found == {"reg": reg, "lane": lane, "warp": warp}
+
+
+def test_out_merges_each_kernels_tile_into_the_csv(tmp_path):
+    """--out writes the printed tile as a CSV row with its provenance; compiling the same kernel again replaces that
+    row and keeps the others (figures.table_fp64 reads this CSV)."""
+    out = tmp_path / "shared_wavefronts.csv"
+    args = ("--algorithm", "one_pass", "--precision", "fp64", "--out", str(out))
+    (first,) = study("--K", "16", "--d", "32", *args)
+    study("--K", "64", "--d", "16", *args)
+    (again,) = study("--K", "16", "--d", "32", *args)
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["K"], r["d"]) for r in rows] == [("16", "32"), ("64", "16")]
+    row = rows[0]
+    assert again["tile"] == first["tile"]
+    assert (int(row["load_wavefronts"]), int(row["store_wavefronts"])) == (first["tile"]["load"]["wavefronts"],
+                                                                           first["tile"]["store"]["wavefronts"])
+    assert (int(row["BLOCK_N"]), int(row["num_warps"]), row["kernel"]) == (first["BLOCK_N"], first["num_warps"],
+                                                                           "one_pass")
+    assert row["git_commit"] and row["triton"]
