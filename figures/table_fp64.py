@@ -131,8 +131,8 @@ def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) 
                   + (f"{dgemm_tflops / rates['fp64_tflops']:.0%} of it (env.json probe, {dgemm_tflops:.1f} TFLOP/s)."
                      if dgemm_tflops else "an unprobed share of it.")
                   + (f" The shared-memory floor is the kernel's as compiled, not the device's: the fp64 one pass's "
-                     f"row tiles times their wavefronts in [`{WAVEFRONTS}`]({WAVEFRONTS}) (an offline sm_90 compile) at "
-                     f"one a cycle on each of {rates['sm_count']:.0f} SMs at {rates['clock_hz'] / 1e9:.2f} GHz."
+                     f"row tiles times their wavefronts in [`{WAVEFRONTS}`]({WAVEFRONTS}) (an offline sm_90 compile) "
+                     f"at one a cycle on each of {rates['sm_count']:.0f} SMs at {rates['clock_hz'] / 1e9:.2f} GHz."
                      if any(r.get("shared_ms") for r in table) else ""), ""]
     lines += ["| shape | algorithm | tf32x3 ms | fp64 ms | fp64 / tf32x3 | target ms (1.5x) | products ms | "
               "+ arithmetic ms | pipe floor ms | pipe floor / target | shared-memory floor ms | shared / target | "
