@@ -26,7 +26,7 @@ from pathlib import Path
 
 from figures.claims import lane_width
 from figures.table1 import ms_per_iter, sorted_rows
-from figures.table_counters import index, number, read_raw
+from figures.table_counters import bounds, index, number, read_raw
 from harness.results import device_env, read_csv
 from harness.roofline import compute_ms
 
@@ -42,22 +42,34 @@ WORK = {"one_pass": (8, 1), "two_pass": (12, 2)}
 WAVEFRONTS = "shared_wavefronts.csv"
 
 
+def fp64_launches(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> list[dict]:
+    """The fp64 one pass's launches in the ncu README's table (oldest first) at shapes of ``dims`` (shape -> (N, K,
+    d)): each one's DMMA peak (TFLOP/s at its clock), its float64 arithmetic's pipe time per (row, component) entry
+    (ps), its SM count and clock, its busiest unit and that unit's floor (figures.table_counters.bounds), its file,
+    shape and commit."""
+    found = []
+    for stem, meta in index(ncu_dir / "README.md").items():
+        if not (stem.startswith(FP64_LAUNCH) and (ncu_dir / f"{stem}.raw.csv").exists() and meta["shape"] in dims):
+            continue
+        raw = read_raw(ncu_dir / f"{stem}.raw.csv")
+        N, K, _ = dims[meta["shape"]]
+        ms = number(raw, "duration_ms")
+        busiest = bounds(raw)
+        found.append({"fp64_tflops": number(raw, DMMA_PEAK) / 1e12,
+                      "ps_per_entry": 1e9 * ms * number(raw, FP64_PIPE) / 100 / (N * lane_width(K)),
+                      "sm_count": number(raw, "launch__sm_count"),
+                      "clock_hz": number(raw, "sm__cycles_elapsed.avg") / ms * 1e3,
+                      "unit": busiest["bound"], "unit_floor_ms": busiest["floor_ms"],
+                      "file": stem, "shape": meta["shape"], "commit": meta["commit"]})
+    return found
+
+
 def pipe_rates(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> dict | None:
-    """From the newest fp64 one-pass launch of the ncu README's table: its DMMA peak (TFLOP/s at the launch's
-    clock), the float64 arithmetic's pipe time per (row, component) entry (ps), the launch's file, shape and
-    commit; None without one, or where ``dims`` (shape -> (N, K, d)) lacks its shape."""
-    launches = [(stem, meta) for stem, meta in index(ncu_dir / "README.md").items()
-                if stem.startswith(FP64_LAUNCH) and (ncu_dir / f"{stem}.raw.csv").exists() and meta["shape"] in dims]
-    if not launches:
-        return None
-    stem, meta = launches[-1]  # the README lists launches oldest first
-    raw = read_raw(ncu_dir / f"{stem}.raw.csv")
-    N, K, _ = dims[meta["shape"]]
-    ms = number(raw, "duration_ms")
-    arithmetic_ms = ms * number(raw, FP64_PIPE) / 100
-    return {"fp64_tflops": number(raw, DMMA_PEAK) / 1e12, "ps_per_entry": 1e9 * arithmetic_ms / (N * lane_width(K)),
-            "sm_count": number(raw, "launch__sm_count"), "clock_hz": number(raw, "sm__cycles_elapsed.avg") / ms * 1e3,
-            "file": stem, "shape": meta["shape"], "commit": meta["commit"]}
+    """The reference launch of :func:`fp64_launches`: the newest at issue 20's shape, else the newest; None
+    without one."""
+    found = fp64_launches(ncu_dir, dims)
+    at_target = [r for r in found if r["shape"] == ISSUE_20_TARGET[0]]
+    return (at_target or found or [None])[-1]
 
 
 def one_pass_tiles(folder: Path) -> dict[tuple[int, int], dict]:
@@ -85,7 +97,9 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
     for r in sorted_rows([r for r in read_csv(folder / "table1.csv") if r["arm"] in (TF32X3_ARM, FP64_ARM)]):
         cells.setdefault(r["shape"], {})[r["arm"]] = r
     dims = {shape: tuple(int(r[k]) for k in "NKd") for shape, arms in cells.items() for r in arms.values()}
+    launches = fp64_launches(folder / "ncu", dims)
     rates = pipe_rates(folder / "ncu", dims)
+    own = {r["shape"]: r for r in launches}  # the newest launch at each shape
     tiles = one_pass_tiles(folder) if rates else {}
     out = []
     for shape, arms in cells.items():
@@ -100,8 +114,10 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
                "ratio": f_ms / t_ms if t_ms and f_ms else None,
                "target_ms": ISSUE_20_RATIO * t_ms if t_ms else None}
         if rates and fp["algorithm"] in WORK:
-            products, arithmetic = floor_ms(N, K, d, fp["algorithm"], rates)
-            row.update(products_ms=products, arithmetic_ms=arithmetic, floor_ms=products + arithmetic)
+            launch = own.get(shape) if fp["algorithm"] == "one_pass" else None
+            products, arithmetic = floor_ms(N, K, d, fp["algorithm"], launch or rates)
+            row.update(products_ms=products, arithmetic_ms=arithmetic, floor_ms=products + arithmetic,
+                       own_launch=launch)
             tile = tiles.get((lane_width(K), lane_width(d))) if fp["algorithm"] == "one_pass" else None
             if tile:
                 row["shared_ms"] = 1e3 * math.ceil(N / tile["rows"]) * tile["wavefronts"] / (rates["sm_count"]
@@ -110,6 +126,8 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
             if row["target_ms"]:
                 row["floor_share"] = row["floor_ms"] / row["target_ms"]
                 row["shared_share"] = row["shared_ms"] / row["target_ms"] if tile else None
+                if launch:
+                    row["unit_share"] = launch["unit_floor_ms"] / row["target_ms"]
         out.append(row)
     return out, rates
 
@@ -133,10 +151,13 @@ def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) 
                   + (f" The shared-memory floor is the kernel's as compiled, not the device's: the fp64 one pass's "
                      f"row tiles times their wavefronts in [`{WAVEFRONTS}`]({WAVEFRONTS}) (an offline sm_90 compile) "
                      f"at one a cycle on each of {rates['sm_count']:.0f} SMs at {rates['clock_hz'] / 1e9:.2f} GHz."
-                     if any(r.get("shared_ms") for r in table) else ""), ""]
+                     if any(r.get("shared_ms") for r in table) else "")
+                  + (" Where a shape has an ncu launch of its own, its products and arithmetic are that launch's, and "
+                     "the last column is its busiest unit's floor (counters.md: the launch's duration x that unit's "
+                     "utilization) over the target." if any(r.get("own_launch") for r in table) else ""), ""]
     lines += ["| shape | algorithm | tf32x3 ms | fp64 ms | fp64 / tf32x3 | target ms (1.5x) | products ms | "
               "+ arithmetic ms | pipe floor ms | pipe floor / target | shared-memory floor ms | shared / target | "
-              "commits |", "| " + " | ".join(["---"] * 13) + " |"]
+              "commits | ncu of the shape: busiest unit's floor / target |", "| " + " | ".join(["---"] * 14) + " |"]
     for r in table:
         fp = f(r["fp64_ms"]) if r["fp64_gate"] == "valid" else r["fp64_gate"] or "did not run"
         tf = f(r["tf32x3_ms"]) if r["tf32x3_gate"] == "valid" else r["tf32x3_gate"] or "did not run"
@@ -147,18 +168,21 @@ def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) 
         lines.append(f"| {r['shape']} | {r['algorithm']} | {tf} | {fp} | {ratio} | {f(r['target_ms'])} | "
                      f"{f(r.get('products_ms'))} | {f(r.get('arithmetic_ms'))} | {f(r.get('floor_ms'))} | "
                      f"{f(r.get('floor_share'), '{:.1%}')} | {f(r.get('shared_ms'))} | "
-                     f"{f(r.get('shared_share'), '{:.1%}')} | {commits} |")
+                     f"{f(r.get('shared_share'), '{:.1%}')} | {commits} | {_own(r)} |")
     met = [r["shape"] for r in table if r["ratio"] is not None and r["ratio"] <= ISSUE_20_RATIO]
     missed = [r for r in table if r["shape"] not in met]
     pipe = [r["shape"] for r in missed if (r.get("floor_share") or 0) > 1]
     shared = [r["shape"] for r in missed if r["shape"] not in pipe and (r.get("shared_share") or 0) > 1]
+    counted = [r["shape"] for r in missed if r["shape"] not in pipe + shared and (r.get("unit_share") or 0) > 1]
     lines += ["", f"Within {ISSUE_20_RATIO}x: {len(met)} of {len(table)} shapes ({', '.join(met) or 'none'})."]
     if rates:
         lines.append(f"The pipe's floor above the target (out of reach at 100% of it): {len(pipe)} "
                      f"({', '.join(pipe) or 'none'}). The kernel's shared-memory floor above it: {len(shared)} "
-                     f"({', '.join(shared) or 'none'}). The rest need the pipe as busy as their pipe floor / target: "
+                     f"({', '.join(shared) or 'none'}). A unit of the shape's own ncu launch above it: {len(counted)} "
+                     f"({', '.join(counted) or 'none'}). The rest need the pipe as busy as their pipe floor / target: "
                      + (", ".join(f"{r['shape']} {r['floor_share']:.0%}" for r in missed
-                                  if r["shape"] not in pipe + shared and r.get("floor_share")) or "none") + ".")
+                                  if r["shape"] not in pipe + shared + counted and r.get("floor_share")) or "none")
+                     + ".")
     else:
         lines.append("No counters of the fp64 one pass in ncu/ at a shape of this table: no floor.")
     target = next((r for r in table if r["shape"] == ISSUE_20_TARGET[0]), None)
@@ -167,6 +191,14 @@ def markdown(table: list[dict], rates: dict | None, dgemm_tflops: float | None) 
                      f"which needs the pipe {target['floor_ms'] / ISSUE_20_TARGET[1]:.0%} busy; the floor is "
                      f"{target['floor_ms'] / target['fp64_ms']:.0%} of this row's time.")
     return "\n".join(lines) + "\n"
+
+
+def _own(row: dict) -> str:
+    """The last column: the shape's own launch's busiest unit, its floor over the target, the launch's commit."""
+    launch = row.get("own_launch")
+    if not launch or row.get("unit_share") is None:
+        return "—"
+    return f"{launch['unit']} {launch['unit_floor_ms']:.3f} ms, {row['unit_share']:.1%} ({launch['commit']})"
 
 
 def render(folder: Path) -> list[Path]:

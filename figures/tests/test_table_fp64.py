@@ -39,10 +39,12 @@ def _ncu(folder, shape, duration_ms, fp64_pct, peak_flops, stem="ncu_fp64_one_pa
     ncu.mkdir()
     (ncu / "README.md").write_text(f"| `{stem}.*` | `_one_pass_kernel`, fp64 | {shape} | abc1234 |\n")
     header = ["Kernel Name", "gpu__time_duration.sum", table_fp64.FP64_PIPE, table_fp64.DMMA_PEAK, "launch__sm_count",
-              "sm__cycles_elapsed.avg"]
-    units = ["", "ms", "%", "", "", "cycle"]  # 100 SMs at 1.5 GHz
+              "sm__cycles_elapsed.avg", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+              "sm__warps_active.avg.per_cycle_active", "launch__registers_per_thread"]
+    units = ["", "ms", "%", "", "", "cycle", "%", "", "", "warp", "register/thread"]  # 100 SMs at 1.5 GHz
     values = ["_one_pass_kernel", str(duration_ms), str(fp64_pct), f"{peak_flops:,.2f}", "100",
-              f"{1.5e6 * duration_ms:,}"]
+              f"{1.5e6 * duration_ms:,}", "80", "1000", "0", "8", "200"]  # the L1 80% busy: its floor 0.8 x duration
     (ncu / f"{stem}.raw.csv").write_text("\n".join(",".join(f'"{v}"' for v in row) for row in (header, units, values)))
 
 
@@ -78,8 +80,12 @@ def test_floor_per_algorithm_target_and_rejected_fits(tmp_path):
     # the one pass's 15625 tiles of 1200 wavefronts at one a cycle on each of 100 SMs at 1.5 GHz; no tile for others
     assert one["shared_ms"] == pytest.approx(1e3 * 15625 * 1200 / (100 * 1.5e9))
     assert one["shared_share"] == pytest.approx(one["shared_ms"] / 1.5) and "shared_ms" not in two
+    # the shape's own launch: its busiest unit's floor over the target; Algorithm 3's shape has none
+    assert one["own_launch"]["unit"] == "L1" and one["unit_share"] == pytest.approx(0.8 * 2.0 / 1.5)
+    assert two["own_launch"] is None and "unit_share" not in two
     md = table_fp64.render(folder)[0].read_text()
     assert "| 1M_32_32 | one_pass | 1.000 | 1.400 | **1.40x** | 1.500 |" in md and "(wavefronts: abc1234)" in md
+    assert "| L1 1.600 ms, 106.7% (abc1234) |" in md
     assert "| 1M_64_16 | one_pass | 1.000 | rejected (non-finite LL) | — |" in md
     assert "Within 1.5x: 1 of 3 shapes (1M_32_32)" in md
     assert "2.19x" not in md and "| 1M_512_32 | two_pass | 2.000 | 7.000 | 3.50x |" in md
