@@ -2,10 +2,12 @@
 
     python -m figures.table_fp64 results/h200
 
-Reads table1.csv's turbo_gmm (tf32x3) and turbo_gmm_fp64 rows and the newest Nsight Compute launch of the fp64
-one pass in ncu/ (a ``ncu_fp64_one_pass_*`` file; the ncu README's table gives its shape and commit). On Hopper
-DMMA and the float64 CUDA-core instructions issue through one pipe (``sm__pipe_shared_cycles``), so an fp64
-iteration cannot be shorter than its products at the DMMA peak that launch reports
+Reads table1.csv's turbo_gmm (tf32x3) and turbo_gmm_fp64 rows and the Nsight Compute launches of the fp64 one
+pass in ncu/ (``ncu_fp64_one_pass_*`` files; the ncu README's table gives their shapes and commits): the reference
+is the newest at issue 20's shape (else the newest), and a one-pass shape with a launch of its own takes that one,
+whose busiest unit's floor is shown too. On Hopper DMMA and the float64 CUDA-core instructions issue through one
+pipe (``sm__pipe_shared_cycles``), so an fp64 iteration cannot be shorter than its products at the DMMA peak that
+launch reports
 (``sm__ops_path_tensor_src_fp64.sum.peak_sustained_elapsed.per_second``) plus the float64 arithmetic (the
 exponentials, the lift's centering and squaring, the scaling of Gamma) at the rate that launch spent on the pipe
 per (row, component) entry (its FP64 utilization x duration / (N K_pad)). Algorithm 2 issues 8 N K_pad d_pad
@@ -64,10 +66,9 @@ def fp64_launches(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> list[
     return found
 
 
-def pipe_rates(ncu_dir: Path, dims: dict[str, tuple[int, int, int]]) -> dict | None:
-    """The reference launch of :func:`fp64_launches`: the newest at issue 20's shape, else the newest; None
+def pipe_rates(found: list[dict]) -> dict | None:
+    """The reference launch among :func:`fp64_launches`: the newest at issue 20's shape, else the newest; None
     without one."""
-    found = fp64_launches(ncu_dir, dims)
     at_target = [r for r in found if r["shape"] == ISSUE_20_TARGET[0]]
     return (at_target or found or [None])[-1]
 
@@ -98,7 +99,7 @@ def rows(folder: Path) -> tuple[list[dict], dict | None]:
         cells.setdefault(r["shape"], {})[r["arm"]] = r
     dims = {shape: tuple(int(r[k]) for k in "NKd") for shape, arms in cells.items() for r in arms.values()}
     launches = fp64_launches(folder / "ncu", dims)
-    rates = pipe_rates(folder / "ncu", dims)
+    rates = pipe_rates(launches)
     own = {r["shape"]: r for r in launches}  # the newest launch at each shape
     tiles = one_pass_tiles(folder) if rates else {}
     out = []
