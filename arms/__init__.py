@@ -27,9 +27,9 @@ An arm is one module here plus one YAML file in ``conf/arm/``. The module expose
     ``unavailable: no end-to-end fit`` in that protocol.
 
 ``X`` is a float32 contiguous torch tensor on the cell's device, ``init`` a
-:class:`kernels.records.Init` (weights (K,), means (K, d), variances (K, d), float32 host
+:class:`turbo_gmm.records.Init` (weights (K,), means (K, d), variances (K, d), float32 host
 arrays), ``opts`` the arm's ``options`` mapping from its YAML plus ``reg_covar`` and
-``numerics``. A :class:`kernels.records.Fit` holds the final weights (or ``None``), means and
+``numerics``. A :class:`turbo_gmm.records.Fit` holds the final weights (or ``None``), means and
 variances as the library returns them (torch, JAX or NumPy arrays), the iteration count the
 library reports and per-row ``info``. The records sit in ``kernels/records.py``, on the
 ground floor, because the harness, the library's distributed EM and every arm use them.

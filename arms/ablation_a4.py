@@ -6,7 +6,7 @@ report show that cell as "unavailable (state does not fit)", never an estimate.
 """
 from __future__ import annotations
 
-from kernels.records import Init
+from turbo_gmm.records import Init
 from arms.ablation_a3 import available, fused_statistics  # noqa: F401 (available: the arm contract)
 
 MEMORY = "torch"

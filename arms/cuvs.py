@@ -60,7 +60,7 @@ import time
 import weakref
 from pathlib import Path
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "arm"
 COVARIANCE_TYPES = ("diag", "full")

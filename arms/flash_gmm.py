@@ -50,7 +50,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "torch"
 COVARIANCE_TYPES = ("diag", "full")

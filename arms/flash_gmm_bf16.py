@@ -14,7 +14,7 @@ from typing import Mapping
 
 import torch
 
-from kernels.records import Init
+from turbo_gmm.records import Init
 from arms.flash_gmm import (COVARIANCE_TYPES, MEMORY, RELEASED, check_available,  # noqa: F401  (the contract)
                             prepare_variant)
 

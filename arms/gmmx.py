@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "jax"
 COVARIANCE_TYPES = ("diag", "full")

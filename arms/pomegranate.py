@@ -32,7 +32,7 @@ import copy
 import numpy as np
 import torch
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "torch"
 COVARIANCE_TYPES = ("diag", "full")

@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "torch"
 COVARIANCE_TYPES = ("diag", "full")

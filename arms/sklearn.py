@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "torch"
 COVARIANCE_TYPES = ("diag", "full")

@@ -27,7 +27,7 @@ import logging
 
 import torch
 
-from kernels.records import Fit, Init
+from turbo_gmm.records import Fit, Init
 
 MEMORY = "torch"
 COVARIANCE_TYPES = ("diag", "full")

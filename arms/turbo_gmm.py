@@ -1,14 +1,14 @@
 """Turbo-GMM: this repository's fused kernels (Algorithm 2 / 3 by the dispatch rule).
 
-The whole fit is ``kernels.fit``: lift, fused E-step + statistics, float64 M-step,
+The whole fit is ``turbo_gmm.fit``: lift, fused E-step + statistics, float64 M-step,
 no host synchronisation inside the loop. X is validated and its column mean (the
 in-kernel shift) computed once in ``prepare``, outside the timed region. Options: ``algorithm`` (auto | one_pass |
 two_pass) and ``precision`` (tf32x3 | ieee | fp64: the turbo_gmm_fp64 arm). Full covariances (``covariance_type="full"``):
-``kernels.full.fit`` from the shared init's covariances (their precision Cholesky factors made in ``prepare``), by its
+``turbo_gmm.full.fit`` from the shared init's covariances (their precision Cholesky factors made in ``prepare``), by its
 default ``products`` dataflow (option ``dataflow``: auto | products | lift) and moments "auto" (option ``moments``:
 a warm-up whose Cholesky fails about the center runs again about each component's mean, and the timed fits run
 what it ran; ``info["moments"]``). End to end (``prepare_e2e``): the estimator,
-``kernels.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
+``turbo_gmm.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ def available() -> str | None:
 def prepare(X, init, n_iter, opts):
     import torch
 
-    import kernels
-    from kernels.em import data_center, warn_if_lift_inexact
-    from kernels.records import Fit
+    import turbo_gmm
+    from turbo_gmm.em import data_center, warn_if_lift_inexact
+    from turbo_gmm.records import Fit
 
     algorithm = opts.get("algorithm", "auto")
     precision = opts.get("precision", "tf32x3")
@@ -43,11 +43,11 @@ def prepare(X, init, n_iter, opts):
     params = tuple(torch.as_tensor(a, device=X.device) for a in (init.weights, init.means, init.variances))
     center = data_center(X, True)  # validates X; outside the timed fits
     # the float32 lift's error check (a min/max pass over X and a host sync) outside them too, as the validation:
-    # inside kernels.fit it cost up to +25% per iteration at 4M_32_32 and doubled 20K's (Table 1 at 1c3b02c)
+    # inside turbo_gmm.fit it cost up to +25% per iteration at 4M_32_32 and doubled 20K's (Table 1 at 1c3b02c)
     warn_if_lift_inexact(X, params[1], params[2], center, precision, "initial")
 
     def run() -> Fit:
-        r = kernels.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,
+        r = turbo_gmm.fit(X, params, n_iter, reg_covar=opts["reg_covar"], algorithm=algorithm, precision=precision,
                         center=center, lift_check=False)
         return Fit(r.weights, r.means, r.variances, n_iter=len(r.log_likelihoods),
                    info={"algorithm": r.algorithm, "kernel": r.kernel, "precision": r.precision, "n_floored": r.n_floored,
@@ -59,9 +59,9 @@ def prepare(X, init, n_iter, opts):
 def _prepare_full(X, init, n_iter, opts, algorithm, precision):
     import torch
 
-    from kernels import full
-    from kernels.em import data_center, warn_if_lift_inexact
-    from kernels.records import Fit
+    from turbo_gmm import full
+    from turbo_gmm.em import data_center, warn_if_lift_inexact
+    from turbo_gmm.records import Fit
 
     params = (torch.as_tensor(init.weights, device=X.device), torch.as_tensor(init.means, device=X.device),
               full.precisions_cholesky(torch.as_tensor(init.covariances, device=X.device)))
@@ -82,7 +82,7 @@ def _prepare_full(X, init, n_iter, opts, algorithm, precision):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``kernels.GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``; option
+    """``turbo_gmm.GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``; option
     ``init_backend``: "sklearn" for scikit-learn's own draws, the turbo_gmm_sklearn_init arm),
     fitted from the host array and from the device tensor; the split is the estimator's own
     ``fit_profile_`` (CUDA events on the GPU, the host clock elsewhere)."""
@@ -90,8 +90,8 @@ def prepare_e2e(X_host, X_device, K, opts):
 
     from sklearn.exceptions import ConvergenceWarning
 
-    from kernels import GaussianMixture
-    from kernels.records import Fit
+    from turbo_gmm import GaussianMixture
+    from turbo_gmm.records import Fit
 
     def fitter(X):
         def run():

@@ -31,7 +31,7 @@ from figures.table1 import arm_label, ms_per_iter, run_text, shape_label, sorted
 from figures.table_e2e import number
 from harness.roofline import bound_ms
 
-PAIR_BLOCK = 8  # kernels.full.parameters.PAIR_BLOCK: features per block of the second-moment pairs
+PAIR_BLOCK = 8  # turbo_gmm.full.parameters.PAIR_BLOCK: features per block of the second-moment pairs
 HEADER = ["Shape", "Arm", "ms/iter", "vs fastest valid", "Roofline (Turbo-GMM)", "Mem (MB)", "Gate", "Run"]
 
 

@@ -33,7 +33,7 @@ from typing import Mapping
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from kernels.datasets import validate_shape
+from turbo_gmm.datasets import validate_shape
 
 SEED_MAX = 2**32 - 1  # the data generator mixes the seed into int64 counters
 DIGEST_CHARS = 10

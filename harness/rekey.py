@@ -29,7 +29,7 @@ from hydra.errors import MissingConfigException
 from gate.rescore import label_rows
 from harness import results
 from harness.cell import CellSpec
-from kernels.datasets import make_dataset
+from turbo_gmm.datasets import make_dataset
 from harness.runner import REPO
 
 

@@ -210,11 +210,11 @@ def device_env(device_dir: Path) -> dict:
 
 
 def _derive_dispatch(rows: list[dict], gpu: str | None) -> None:
-    """dispatch_choice: the algorithm kernels.dispatch.choose_algorithm picks at the row's (K, d) and precision
+    """dispatch_choice: the algorithm turbo_gmm.dispatch.choose_algorithm picks at the row's (K, d) and precision
     (fp64 asks the rule at twice d_pad; any other precision, the tf32x3 rule) on the GPU the rows ran on
     (env.json), or on a machine without one, whatever arm the row is; the figures draw the kernels' rule from
     this column, not from the kernels."""
-    from kernels.dispatch import choose_algorithm  # here: figures import this module, and import no kernels
+    from turbo_gmm.dispatch import choose_algorithm  # here: figures import this module, and import no kernels
 
     for r in rows:  # no GPU: the paper's A100 rule
         r["dispatch_choice"] = choose_algorithm(r["K"], r["d"], gpu or "no GPU", r.get("precision") or "tf32x3")

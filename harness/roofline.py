@@ -5,7 +5,7 @@ One definition for table1.csv's ``roofline_fraction`` (harness.results), Turbo-G
 (figures/turbo_summary.py), the full-covariance table (figures/table_full.py, its own FLOP count) and the
 studies: issue 23's roofline is :func:`diagonal_ms` at tf32x3. Each precision is charged the products it
 issues per useful product (tf32x3: three TF32 ones) at the probe that rates them; X is float32 in every
-benchmark (kernels.datasets) and read once for the floor, whatever an algorithm's passes cost.
+benchmark (turbo_gmm.datasets) and read once for the floor, whatever an algorithm's passes cost.
 """
 from __future__ import annotations
 

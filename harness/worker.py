@@ -65,11 +65,11 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.set_float32_matmul_precision("highest")
 
-from kernels.records import to_numpy  # noqa: E402
+from turbo_gmm.records import to_numpy  # noqa: E402
 from gate.rescore import label_rows, rescore, rescore_full  # noqa: E402
 from harness import env  # noqa: E402
 from harness.cell import CellSpec  # noqa: E402
-from kernels.datasets import make_dataset, shared_init  # noqa: E402
+from turbo_gmm.datasets import make_dataset, shared_init  # noqa: E402
 from harness.memory import MB, NvmlSampler, PeakMeter  # noqa: E402
 from harness.results import write_json_atomic, write_npz_atomic  # noqa: E402
 

@@ -6,17 +6,17 @@ is the dispatch rule between Algorithm 2 (one sweep) and Algorithm 3 (two passes
 """
 import importlib
 
-_PUBLIC = {"em_step": "kernels.em", "fit": "kernels.em", "StepResult": "kernels.em", "FitResult": "kernels.em",
-           "choose_algorithm": "kernels.dispatch", "LaunchConfig": "kernels.launch",
-           "GaussianMixture": "kernels.estimator"}
+_PUBLIC = {"em_step": ".em", "fit": ".em", "StepResult": ".em", "FitResult": ".em",
+           "choose_algorithm": ".dispatch", "LaunchConfig": ".launch",
+           "GaussianMixture": ".estimator"}
 
 __all__ = list(_PUBLIC)
 
 
 def __getattr__(name):
-    """The public names are imported on first use: ``kernels.records`` and ``kernels.datasets``,
+    """The public names are imported on first use: ``turbo_gmm.records`` and ``turbo_gmm.datasets``,
     which every benchmark worker imports, must not pull in Triton (or, for ``GaussianMixture``,
     scikit-learn) and with them the memory of a process that measures another library."""
     if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+        return getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    raise AttributeError(f"module 'turbo_gmm' has no attribute {name!r}")

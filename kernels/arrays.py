@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.utils.dlpack import DLDeviceType
 
-from kernels.streaming import device_chunks
+from .streaming import device_chunks
 
 UPLOAD_CHUNK_BYTES = 64 << 20  # each of the two pinned buffers of an upload
 DLPACK_CPU = 1  # DLDeviceType kDLCPU
@@ -97,7 +97,7 @@ def upload(X: np.ndarray, device: torch.device, origin: np.ndarray | None = None
     conversion) as one C-contiguous ``dtype`` tensor on ``device`` (float32: the float32 kernels'
     input; float64 for the fp64 kernels), copied once.
 
-    On CUDA through :func:`kernels.streaming.device_chunks`: host threads fill two pinned
+    On CUDA through :func:`turbo_gmm.streaming.device_chunks`: host threads fill two pinned
     buffers (dtype conversion included) while the previous chunk crosses the bus, and each
     chunk is placed in its rows of the result. On the CPU a view when X is already a
     writable C-contiguous array of that dtype."""

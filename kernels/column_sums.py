@@ -1,8 +1,8 @@
 """One read of X for its validation and centering: float64 column sums, sums of squares and extremes.
 
-The estimator and :func:`kernels.fit` need, before the first E-step, the column
+The estimator and :func:`turbo_gmm.fit` need, before the first E-step, the column
 mean of X (the in-kernel center), the knowledge that every entry is finite, and
-the columns' range (the float32 lift's error bound, :mod:`kernels.precision`).
+the columns' range (the float32 lift's error bound, :mod:`turbo_gmm.precision`).
 Done with torch ops in row chunks that cost as much as ten EM iterations at
 20M x 32 (a float64 copy, ``isfinite``, boolean indexing and a host sync per
 chunk). Here one persistent launch reads each float32 entry once, accumulates
@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import program_count
+from .launch import program_count
 
 COLUMN_TILE = 128  # columns per program: wider X is covered by a second grid axis
 TILE_ELEMENTS = 1024  # rows x columns of one load: 4 float32 a thread at 8 warps, one 16-byte load each

@@ -12,7 +12,7 @@ This is the ground floor's module because its users stand on every floor above
 it: the harness's cells and studies, the arms' and the gate's tests, and the
 library's own tests and data-parallel EM (a rank generates only its shard,
 :func:`generate_rows`). It imports nothing of the project but
-:mod:`kernels.records`.
+:mod:`turbo_gmm.records`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.records import Init
+from .records import Init
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
 _MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)

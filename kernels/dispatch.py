@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels.launch import LaunchConfig
-from kernels.lift import FP64, pow2_at_least_16
+from .launch import LaunchConfig
+from .lift import FP64, pow2_at_least_16
 
 ALGORITHMS = ("one_pass", "two_pass")
 
@@ -45,7 +45,7 @@ MEASURED_RULES = {"NVIDIA H200": h200_rule}
 # 0.0859 vs 0.1075 at 250K) and the warp-specialized one from 1M (0.2174 vs 0.2363 ms): the ratio, interpolated
 # linearly between 500K and 1M, crosses at ~715 000 rows. Those were single sweeps timed from the host, which
 # count the Gluon launch's host time (its TensorDescriptor) while the GPU waits. Graph-replayed 10-iteration fits,
-# how kernels.fit runs, after the warp-specialized kernel's instruction cuts (ws_rows_2026-12-02_ceaf113.csv,
+# how turbo_gmm.fit runs, after the warp-specialized kernel's instruction cuts (ws_rows_2026-12-02_ceaf113.csv,
 # ms/iter, Triton / warp-specialized): 250K_32_32 0.149-0.186 / 0.113, 500K 0.183-0.191 / 0.150, 1M 0.292 /
 # 0.207; 250K_128_32 0.247 / 0.205, 500K 0.423 / 0.322. The warp-specialized kernel wins from the smallest N
 # measured there; between 20K (where it lost: 2.4 row tiles per program) and 250K it is not measured.
@@ -136,7 +136,7 @@ def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
     4M_32_64 6.08 -> 3.51, against 16 rows; 32 or 128 rows slower at both). Algorithm 3 at d_pad <= 32: pass 2 at
     64 x 32 tiles, pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of
     five at 1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
-    (kernels.lift.accumulate_statistics)."""
+    (turbo_gmm.lift.accumulate_statistics)."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         if k_pad * d_pad <= 1024:

@@ -1,6 +1,6 @@
 """Data-parallel EM with torch.distributed: every rank holds a shard of the rows.
 
-An EM iteration needs the data only through sums over rows (:mod:`kernels.estep`),
+An EM iteration needs the data only through sums over rows (:mod:`turbo_gmm.estep`),
 so each rank runs the fused E-step on its shard, the float64 statistics
 (n, s, u, ell) are all-reduced in one call, and every rank runs the same M-step on
 the same sums -- the parameters stay identical on every rank without being sent.
@@ -10,7 +10,7 @@ under TRITON_INTERPRET=1, else the float64 torch fallback).
 
 A script started by ``torchrun`` initializes the process group, gives each rank its
 rows and calls :func:`fit_sharded` on every rank; :func:`sharded_shared_init` is
-:func:`kernels.datasets.shared_init` for rows split over ranks. The benchmark on the
+:func:`turbo_gmm.datasets.shared_init` for rows split over ranks. The benchmark on the
 seeded data, each rank generating only its shard, is harness/studies/distributed_bench.py.
 """
 from __future__ import annotations
@@ -22,10 +22,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from kernels.em import interpreter_mode
-from kernels.estep import BlockStatistics, Statistics, mstep_diag
-from kernels.records import Init
-from kernels.streaming import rows_per_chunk, streamed_statistics
+from .em import interpreter_mode
+from .estep import BlockStatistics, Statistics, mstep_diag
+from .records import Init
+from .streaming import rows_per_chunk, streamed_statistics
 
 
 @dataclass
@@ -97,9 +97,9 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, sample_weight=None, cente
     """``n_iter`` EM iterations over the union of every rank's ``X_shard`` (N rows in all).
 
     X_shard: this rank's rows, a float32 tensor on ``device`` (float32 or float64 under ``precision="fp64"``)
-    or a host array that is streamed through ``max_device_bytes`` (:mod:`kernels.streaming`, float32 chunks). init: a
-    :class:`kernels.records.Init` or (weights, means, variances), the same on every rank. sample_weight: this
-    rank's rows' weights or None: every statistic weighted as in :func:`kernels.fit`, the weights' sum over all
+    or a host array that is streamed through ``max_device_bytes`` (:mod:`turbo_gmm.streaming`, float32 chunks). init: a
+    :class:`turbo_gmm.records.Init` or (weights, means, variances), the same on every rank. sample_weight: this
+    rank's rows' weights or None: every statistic weighted as in :func:`turbo_gmm.fit`, the weights' sum over all
     ranks normalizing n_k, and the default center the weighted mean. backend: "triton" or "torch" (default:
     triton on CUDA or in the interpreter, else torch).
     """
@@ -134,7 +134,7 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, sample_weight=None, cente
 
 
 def sharded_shared_init(X_shard, r0: int, N: int, K: int, seed: int, device: torch.device, group=None) -> Init:
-    """kernels.datasets.shared_init(X, K, seed) for X split over ranks: the same K rows
+    """turbo_gmm.datasets.shared_init(X, K, seed) for X split over ranks: the same K rows
     (gathered from their owners by one all-reduce) and the global per-dimension variance."""
     d = X_shard.shape[1]
     comm = _comm_device(device, group)

@@ -15,18 +15,18 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.column_sums import column_sums, non_finite_message
-from kernels.dispatch import ALGORITHMS, choose_algorithm, launch_config
-from kernels.launch import LaunchConfig
-from kernels.lift import FP64, lift_dtype, pow2_at_least_16, weights_buffer
-from kernels.lift_kernel import lift_into
-from kernels.mstep import IllDefinedCovarianceError
-from kernels.mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
-from kernels import one_pass, two_pass
-from kernels.one_pass import one_pass_statistics
-from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
+from .column_sums import column_sums, non_finite_message
+from .dispatch import ALGORITHMS, choose_algorithm, launch_config
+from .launch import LaunchConfig
+from .lift import FP64, lift_dtype, pow2_at_least_16, weights_buffer
+from .lift_kernel import lift_into
+from .mstep import IllDefinedCovarianceError
+from .mstep_kernel import ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
+from . import one_pass, two_pass
+from .one_pass import one_pass_statistics
+from .precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
     keep_column_extremes, lift_error_bound, lift_warning
-from kernels.two_pass import two_pass_statistics
+from .two_pass import two_pass_statistics
 
 FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # what kernels/full and kernels/tied compute (no fp64 there yet)
 PRECISIONS = (*FLOAT32_PRECISIONS, FP64)
@@ -82,10 +82,10 @@ def check_data(X: torch.Tensor, precision: str = "tf32x3") -> None:
 def column_moments(X: torch.Tensor):
     """(mean, std) per column in float64, on X's device, after checking every entry is finite.
 
-    One read of X (:func:`kernels.column_sums.column_sums`: float64 sums and squares and the columns'
+    One read of X (:func:`turbo_gmm.column_sums.column_sums`: float64 sums and squares and the columns'
     extremes, then the mean and spread, in two launches) and one host sync, to raise a ValueError that
     counts the rows holding NaN or infinity. The extremes are kept for the float32 lift's bound
-    (:func:`kernels.precision.column_extremes`), which then reads X no more."""
+    (:func:`turbo_gmm.precision.column_extremes`), which then reads X no more."""
     sums = column_sums(X)
     if not sums.finite():
         raise ValueError(non_finite_message(X))
@@ -135,7 +135,7 @@ class Float32RangeError(ValueError):
 
 
 def raise_if_failed(failure: int) -> None:
-    """The error for a fit's first failure recorded by the M-step kernel (:mod:`kernels.mstep_kernel`)."""
+    """The error for a fit's first failure recorded by the M-step kernel (:mod:`turbo_gmm.mstep_kernel`)."""
     first = decode_failure(failure)
     if first is None:
         return
@@ -173,7 +173,7 @@ class Workspace:
     """Per-fit buffers reused across iterations (lifted parameters, statistics, padded center, L).
 
     The center is zero until :meth:`set_center`; L (two-pass only) holds X.shape[0] rows. W, b, the padded
-    center and L are in the kernels' arithmetic, :func:`kernels.lift.lift_dtype` of ``precision``."""
+    center and L are in the kernels' arithmetic, :func:`turbo_gmm.lift.lift_dtype` of ``precision``."""
 
     def __init__(self, X, K, algorithm, precision: str = "tf32x3"):
         N, d = X.shape
@@ -204,7 +204,7 @@ class _GraphedLoop:
     fit is the copies in, the replay, one copy out and one host sync: parameters and ell
     share one static buffer, and the graph itself checks the incoming parameters
     (:func:`parameter_flags`), clears the floored count and the first-failure code the
-    M-step kernel lowers (:mod:`kernels.mstep_kernel`).
+    M-step kernel lowers (:mod:`turbo_gmm.mstep_kernel`).
     """
 
     def __init__(self, X, K, n_iter, algorithm, precision, reg_covar, cfg, sample_weight=None, total=None):
@@ -312,7 +312,7 @@ def _iterate(X, params, ws: Workspace, lls, floored, failure, algorithm, precisi
              sample_weight=None, total=None):
     """len(lls) EM iterations updating ``params`` = [weights, means, variances] (float64
     buffers) in place; lls[i] <- ell at iteration i's incoming parameters; floored += floored entries;
-    failure (1,) int64 <- the first failure's code (left as it is if none, see :mod:`kernels.mstep_kernel`).
+    failure (1,) int64 <- the first failure's code (left as it is if none, see :mod:`turbo_gmm.mstep_kernel`).
     ``total``: the weights' divisor (:func:`total_weight`), N when None."""
     for i in range(lls.shape[0]):
         estep_statistics(X, *params, ws, algorithm, precision, cfg, sample_weight)
@@ -371,15 +371,15 @@ def em_step(X, weights, means, variances, *, sample_weight=None, reg_covar: floa
 
 def lift_bound(X, means, variances, shift, precision):
     """The float32 lift's error bound at (means, variances) as a device scalar (no host sync; None under fp64,
-    which does not lift in float32): :func:`kernels.precision.lift_error_bound`."""
+    which does not lift in float32): :func:`turbo_gmm.precision.lift_error_bound`."""
     if precision not in FLOAT32_PRECISIONS:
         return None
     return lift_error_bound(data_radius(X, shift), means, variances, shift)
 
 
 def warn_if_beyond(bound, where, stacklevel=3) -> bool:
-    """Warn (:class:`kernels.precision.Float32LiftWarning`) when ``bound`` (from :func:`lift_bound`) exceeds
-    the tolerance (:mod:`kernels.precision`); reading it is a host sync. True if it warned."""
+    """Warn (:class:`turbo_gmm.precision.Float32LiftWarning`) when ``bound`` (from :func:`lift_bound`) exceeds
+    the tolerance (:mod:`turbo_gmm.precision`); reading it is a host sync. True if it warned."""
     value = None if bound is None else float(bound)
     if value is None or not value > SCORE_TOLERANCE:
         return False
@@ -402,13 +402,13 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
     later fits of the same X and settings (``cuda_graph=False`` runs it eagerly).
     A model that breaks on the way is an error after the loop, never NaN parameters:
     an M-step with an ill-defined covariance is scikit-learn's ValueError
-    (:class:`kernels.mstep.IllDefinedCovarianceError`), an E-step that left float32's
+    (:class:`turbo_gmm.mstep.IllDefinedCovarianceError`), an E-step that left float32's
     range a :class:`Float32RangeError` (a ValueError), whichever came first. ``precision``: "tf32x3",
     "ieee" or "fp64" (float64 lift, score, normalizer and sums; float64 X accepted). ``sample_weight`` as in
     :func:`em_step` (one more stream of X's dtype beside X; graphs are keyed by its address and sum too).
-    Under a float32 precision the lift's error bound (:func:`kernels.precision.lift_error_bound`) is checked
+    Under a float32 precision the lift's error bound (:func:`turbo_gmm.precision.lift_error_bound`) is checked
     at the initial parameters and, if that passed, at the final ones: above the tolerance it is a
-    :class:`kernels.precision.Float32LiftWarning` (``lift_check=False`` skips it, for a caller that
+    :class:`turbo_gmm.precision.Float32LiftWarning` (``lift_check=False`` skips it, for a caller that
     checks the bound itself, as ``GaussianMixture(precision="auto")`` does)."""
     check_data(X, precision)
     sample_weight = check_sample_weight(X, sample_weight)

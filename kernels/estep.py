@@ -1,7 +1,7 @@
 """E-step statistics of a block of rows, and the M-steps that consume them.
 
 Streaming, multi-GPU and the estimator all need the same thing the fused kernels
-compute inside :func:`kernels.fit`, but *without* the M-step: the float64
+compute inside :func:`turbo_gmm.fit`, but *without* the M-step: the float64
 statistics n_k, s_k = sum_i g_ik (x_i - c), u_k = sum_i g_ik (x_i - c)^2 and
 ell = sum_i log p(x_i) of one block of rows, about a center c shared by every
 block. Sums of such blocks (chunks of a host array, shards on other ranks) are
@@ -10,8 +10,8 @@ iteration as in memory.
 
 Two ways to compute them, named by ``backend``:
 
-* ``"triton"``: the fused kernels (Algorithm 2 or 3, :mod:`kernels.one_pass`,
-  :mod:`kernels.two_pass`) on a float32 CUDA tensor -- or on a CPU tensor when
+* ``"triton"``: the fused kernels (Algorithm 2 or 3, :mod:`turbo_gmm.one_pass`,
+  :mod:`turbo_gmm.two_pass`) on a float32 CUDA tensor -- or on a CPU tensor when
   Triton runs in interpreter mode (``TRITON_INTERPRET=1``).
 * ``"torch"``: plain torch ops in float64 on any device, materializing the
   (rows, K) score block -- the CPU fallback when there is neither a GPU nor the
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.dispatch import launch_config
-from kernels.em import Workspace, estep_statistics, resolve_algorithm
-from kernels.launch import LaunchConfig
-from kernels.mstep import mstep
+from .dispatch import launch_config
+from .em import Workspace, estep_statistics, resolve_algorithm
+from .launch import LaunchConfig
+from .mstep import mstep
 
 LOG_2PI = math.log(2.0 * math.pi)
 BACKENDS = ("triton", "torch")
@@ -65,10 +65,10 @@ class Statistics:
 
 class BlockStatistics:
     """Computes :class:`Statistics` of row blocks for fixed (K, d, center, backend); ``config``: the
-    kernels' launch config (default: :func:`kernels.dispatch.launch_config`'s).
+    kernels' launch config (default: :func:`turbo_gmm.dispatch.launch_config`'s).
 
     The Triton path keeps its float64 accumulators between calls (one allocation
-    per fit, as :func:`kernels.fit` does); every call returns fresh tensors.
+    per fit, as :func:`turbo_gmm.fit` does); every call returns fresh tensors.
     """
 
     def __init__(self, K: int, d: int, center: torch.Tensor, backend: str, algorithm: str = "auto",
@@ -128,7 +128,7 @@ def log_responsibilities(x: torch.Tensor, weights, means, variances):
 
 def mstep_diag(st: Statistics, N: int, center: torch.Tensor, reg_covar: float):
     """(weights, means, variances (K, d), n_floored): the kernels' own M-step
-    (:func:`kernels.mstep.mstep`) on unpadded statistics."""
+    (:func:`turbo_gmm.mstep.mstep`) on unpadded statistics."""
     K, d = st.s.shape
     return mstep(st.n, torch.cat([st.s, st.u], 1), N, K, d, center.double(), reg_covar)
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.dispatch import launch_config
-from kernels.em import resolve_algorithm
-from kernels.full import config as full_config
-from kernels.full import em as full_em
-from kernels.full.parameters import log_det_cholesky, mstep_full
-from kernels.lift import FP64
-from kernels.tied import em as tied_em
+from .dispatch import launch_config
+from .em import resolve_algorithm
+from .full import config as full_config
+from .full import em as full_em
+from .full.parameters import log_det_cholesky, mstep_full
+from .lift import FP64
+from .tied import em as tied_em
 
 LOG_2PI = math.log(2.0 * math.pi)
 COVARIANCE_TYPES = ("full", "tied")
@@ -96,7 +96,7 @@ class BlockStatistics:
         self.covariance_type, self.K, self.d, self.backend = covariance_type, K, d, backend
         self.center64 = center.double()
         self.ws = None  # made for the first block (and again for a longer one: Algorithm 3's L holds its rows)
-        self.moments = "center"  # full on the kernels: "component" once a Cholesky failed (kernels.full.em)
+        self.moments = "center"  # full on the kernels: "component" once a Cholesky failed (turbo_gmm.full.em)
         if backend == "triton" and precision == FP64:  # the kernels are float32: float64 torch ops on X's device
             self.backend = backend = "torch"
         if backend == "triton":

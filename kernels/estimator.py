@@ -2,7 +2,7 @@
 
 Same parameters, methods, attributes and convergence rule as ``sklearn.mixture.GaussianMixture``
 for ``covariance_type`` "full" (the default, as scikit-learn's), "tied", "diag" and "spherical":
-full and tied run on kernels/full and kernels/tied (:mod:`kernels.estep_full`), diag and spherical
+full and tied run on kernels/full and kernels/tied (:mod:`turbo_gmm.estep_full`), diag and spherical
 on the diagonal kernels; ``covariances_``, ``precisions_`` and ``precisions_cholesky_`` have
 scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parameter counts. Plus
 
@@ -11,27 +11,27 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
   "cpu" (the fallback: the same E-step statistics by torch ops in float64, in
   row blocks). ``backend_`` says which ran: "triton", "triton-interpreter" or
   "torch-cpu".
-* ``algorithm``: passed to the kernels (:func:`kernels.fit`).
+* ``algorithm``: passed to the kernels (:func:`turbo_gmm.fit`).
 * ``precision``: "auto" (the default), or one of the kernels' precisions, passed as it is
-  (``kernels.em.PRECISIONS``; a float32 one warns, :class:`kernels.precision.Float32LiftWarning`, where
+  (``turbo_gmm.em.PRECISIONS``; a float32 one warns, :class:`turbo_gmm.precision.Float32LiftWarning`, where
   its lift's error bound exceeds the tolerance at a start's initial parameters). "auto", for diag and
   spherical: "fp64" for the whole fit where an fp64 sweep costs what a tf32x3 one does, at the kernels'
-  launch floor (N K d <= ``kernels.precision.FP64_FLOOR_WORK``, measured on the H200: every data set that
+  launch floor (N K d <= ``turbo_gmm.precision.FP64_FLOOR_WORK``, measured on the H200: every data set that
   ships with scikit-learn, Table 1's 20K shapes up to K = 32), so small fits get scikit-learn's float64
   arithmetic; above it, before every EM iteration: "tf32x3" where the float32 lift's score error bound at the incoming
-  parameters is within ``kernels.precision.SCORE_TOLERANCE`` (:func:`kernels.precision.lift_error_bound`:
+  parameters is within ``turbo_gmm.precision.SCORE_TOLERANCE`` (:func:`turbo_gmm.precision.lift_error_bound`:
   the data's range about its mean and the smallest variances, O(Kd) and one host read an iteration), else
   "fp64" -- the near-constant features of issue 20, whose floored variances make the float32 lift cancel
   terms of ~1e9; "fp64" computes the E-step in float64 on the kernels. A float64 X reaches a fit that is fp64
   throughout (explicit, or auto at the floor) in float64, unrounded; otherwise as float32, as below. Full and
   tied have float32 kernels only: their "fp64" is the float64 torch E-step on X's device (``algorithm_``
-  "torch_float64"), which "auto" takes where also N K d^2 <= ``kernels.precision.MATRIX_FP64_FLOOR_WORK``
+  "torch_float64"), which "auto" takes where also N K d^2 <= ``turbo_gmm.precision.MATRIX_FP64_FLOOR_WORK``
   (every data set that ships with scikit-learn), else "tf32x3".
   ``precision_`` is the precision of the kept start's last iteration ("fp64" on the float64 CPU fallback),
   ``precision_switches_`` the (iteration, precision) at which it started or changed.
 * ``max_device_bytes``: the device memory a host X may take. Larger data (a host
   array or ``np.memmap``) is streamed through it in chunks each iteration
-  (:mod:`kernels.streaming`), summing float64 statistics before one M-step.
+  (:mod:`turbo_gmm.streaming`), summing float64 statistics before one M-step.
 * ``sample_weight`` in ``fit``, ``fit_predict`` and ``score`` (scikit-learn's GaussianMixture has
   none; the convention of its estimators that do, ``_check_sample_weight``: finite, >= 0): every
   E-step statistic is weighted (w_i Gamma_ik), the weights are normalized by sum_i w_i, and
@@ -43,14 +43,14 @@ scikit-learn's shapes and conventions per type, and ``bic`` / ``aic`` its parame
   "random_from_data" draws among rows of positive weight, and so a weighted fit initializes on the
   host (init_backend "sklearn"; "torch" refuses weights).
 * ``init_backend``: where the initialization runs. "torch": scikit-learn's
-  procedure for ``init_params`` in torch ops where X is (:mod:`kernels.initialization`:
+  procedure for ``init_params`` in torch ops where X is (:mod:`turbo_gmm.initialization`:
   k-means++ seeding and Lloyd's k-means on the GPU, float64 moments), from a
   ``torch.Generator`` seeded by ``random_state`` -- the same procedure as
   scikit-learn's, not the same draws. "sklearn": scikit-learn's own ``KMeans`` /
   ``kmeans_plusplus`` / draws on the host, so both estimators start from identical
   parameters. "auto": "torch" when X is on a CUDA device, else "sklearn".
 
-Data in and out (:mod:`kernels.arrays`). ``fit``, ``predict``, ``predict_proba``,
+Data in and out (:mod:`turbo_gmm.arrays`). ``fit``, ``predict``, ``predict_proba``,
 ``score``, ``score_samples``, ``bic``, ``aic`` take NumPy-like arrays, torch tensors
 (CPU or CUDA) and device arrays with DLPack or ``__cuda_array_interface__`` (CuPy,
 JAX); a device array is read where it is (no host round trip; it must be
@@ -60,15 +60,15 @@ for a torch tensor, a CuPy/JAX array for a CuPy/JAX array, NumPy otherwise; ``sc
 ``bic`` and ``aic`` are floats. Fitted attributes are NumPy arrays, as scikit-learn's,
 and ``sample`` draws as scikit-learn does, on the host. A host array is copied to the
 device once (pinned memory, double-buffered). On the kernels' backends X is validated
-on the device in the same read that takes its column mean (:func:`kernels.em.column_moments`):
+on the device in the same read that takes its column mean (:func:`turbo_gmm.em.column_moments`):
 non-finite input is a ValueError that counts the rows holding NaN or infinity.
 
 Every EM iteration is: E-step statistics (n, s, u, ell) at the current parameters,
 then the M-step. On the kernels' backends with X on the device an iteration is one
-replay of :func:`kernels.fit`'s captured CUDA graph (lift, sweep, M-step) followed by
+replay of :func:`turbo_gmm.fit`'s captured CUDA graph (lift, sweep, M-step) followed by
 one read-back to the host of ell and the graph's parameter and failure checks, the
-convergence test; streamed, on the CPU fallback, or full and tied, it is :mod:`kernels.estep` (diag) or
-:mod:`kernels.estep_full` per block, one M-step and one read of ell. ell is at
+convergence test; streamed, on the CPU fallback, or full and tied, it is :mod:`turbo_gmm.estep` (diag) or
+:mod:`turbo_gmm.estep_full` per block, one M-step and one read of ell. ell is at
 the *incoming* parameters, and so is scikit-learn's lower bound of an iteration (the
 mean log-likelihood of the E-step that precedes the M-step), so ``lower_bound_ = ell /
 N`` of the last iteration, exactly scikit-learn's; convergence is ``|change| < tol``.
@@ -92,11 +92,11 @@ estimator fits; tied's k-means++ and random_from_data starts, whose scikit-learn
 over every row about zero, are that matrix by exact algebra about the mean). A variance that is not
 finite or not > 0 after reg_covar, a full or tied covariance whose Cholesky fails, or a
 non-finite weight or mean, is scikit-learn's ValueError about ill-defined covariances
-(:class:`kernels.mstep.IllDefinedCovarianceError`), checked after the initialization
+(:class:`turbo_gmm.mstep.IllDefinedCovarianceError`), checked after the initialization
 and after every M-step inside the read of ell each iteration already makes (on the
-graphed path inside the graph's status, :mod:`kernels.mstep_kernel`). On the float32
+graphed path inside the graph's status, :mod:`turbo_gmm.mstep_kernel`). On the float32
 kernels an E-step that leaves float32's range (X ~ 1e20: |x - c|^2 overflows) is a
-:class:`kernels.em.Float32RangeError`, a ValueError saying so, raised rather than
+:class:`turbo_gmm.em.Float32RangeError`, a ValueError saying so, raised rather than
 avoided. A power-of-two rescale of X (reg_covar / s^2 with it) would fit iris * 1e20,
 but not data where a component collapses to the variance floor: the ratio
 spread^2 / reg_covar then leaves float32's range at any scale, and float64 (the CPU
@@ -123,19 +123,19 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (_check_sample_weight, assert_all_finite, check_array, check_is_fitted,
                                       validate_data)
 
-from kernels.arrays import check_device_array, device_tensor, output_like, upload
-from kernels.column_sums import non_finite_message
-from kernels.dispatch import ALGORITHMS
-from kernels.em import PRECISIONS, Float32RangeError, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
-from kernels.em import fit as em_fit
-from kernels.estep import BlockStatistics, log_responsibilities, mstep_diag
-from kernels import estep_full
-from kernels.full.parameters import cholesky_precisions
-from kernels.initialization import initial_moments
-from kernels.mstep import IllDefinedCovarianceError, well_defined
-from kernels.precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
+from .arrays import check_device_array, device_tensor, output_like, upload
+from .column_sums import non_finite_message
+from .dispatch import ALGORITHMS
+from .em import PRECISIONS, Float32RangeError, column_moments, forget_graphs, interpreter_mode, resolve_algorithm
+from .em import fit as em_fit
+from .estep import BlockStatistics, log_responsibilities, mstep_diag
+from . import estep_full
+from .full.parameters import cholesky_precisions
+from .initialization import initial_moments
+from .mstep import IllDefinedCovarianceError, well_defined
+from .precision import FLOAT32_PRECISIONS, SCORE_TOLERANCE, Float32LiftWarning, data_radius, \
     fp64_costs_nothing, lift_error_bound, lift_warning
-from kernels.streaming import (CPU_BLOCK_BYTES, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
+from .streaming import (CPU_BLOCK_BYTES, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
                                streamed_statistics)
 
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
@@ -148,7 +148,7 @@ INIT_BLOCK_ROWS = 1 << 14
 ORIGIN_ROWS = 1024  # rows whose mean is subtracted from a float64 host X before its float32 copy
 PROFILE_PHASES = ("transfer", "validation", "init", "em")
 AUTO_PRECISIONS = ("tf32x3", "fp64")  # precision="auto": within the float32 lift's tolerance, beyond it
-FLOAT64 = "fp64"  # the float64 kernels (kernels.lift.FP64), and what runs on the float64 CPU fallback
+FLOAT64 = "fp64"  # the float64 kernels (turbo_gmm.lift.FP64), and what runs on the float64 CPU fallback
 
 
 class GaussianMixture(DensityMixin, BaseEstimator):
@@ -158,7 +158,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     for ``device``, ``algorithm``, ``precision``, ``max_device_bytes``, ``init_backend``,
     ``sample_weight`` and the arrays taken and returned). Extra fitted attributes: ``backend_``,
     ``algorithm_``, ``n_floored_`` (variance entries floored at ``reg_covar`` over the
-    fit, see :mod:`kernels.mstep`; 0 for full and tied, whose M-step floors nothing), ``precision_`` and
+    fit, see :mod:`turbo_gmm.mstep`; 0 for full and tied, whose M-step floors nothing), ``precision_`` and
     ``precision_switches_`` (the precision of the last iteration, and each iteration where it began or changed),
     ``rows_per_chunk_`` (None when X was on the device
     at once), ``init_backend_`` ("torch" or "sklearn"), ``fit_profile_`` (seconds per
@@ -206,7 +206,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         A model EM cannot define raises as scikit-learn does (its ValueError about ill-defined
         covariances, with its float32 advice for float32 X), on every backend; on the float32 kernels
-        an E-step that leaves float32's range is a :class:`kernels.em.Float32RangeError` (a ValueError)."""
+        an E-step that leaves float32's range is a :class:`turbo_gmm.em.Float32RangeError` (a ValueError)."""
         state = dict(self.__dict__)
         try:
             self._fit(X, sample_weight)
@@ -670,7 +670,7 @@ class _FitData:
     X: a host array (validated by scikit-learn, finiteness aside on the kernels' backends) or a
     tensor on the device (shape-checked). On the kernels' backends with X on the device, the copy
     (``transfer``) and the one read for validation and centering (``validation``) are timed on
-    ``clock``; :meth:`iterate` is one replay of :func:`kernels.fit`'s graph.
+    ``clock``; :meth:`iterate` is one replay of :func:`turbo_gmm.fit`'s graph.
 
     A float64 host array copied (or streamed) to the float32 kernels goes as X - ``origin``, ``origin``
     the float64 mean of its first rows (streamed: of all rows), subtracted before the float32 rounding
@@ -857,7 +857,7 @@ class _FitData:
     def _iterate_matrix(self, w, m, cov, U):
         """Full or tied: the fused (or float64 torch) E-step, kernels/full's or kernels/tied's M-step, one host read.
         Full on the kernels: where the M-step's Cholesky fails with the moments about the center, the iteration
-        again with the moments about each component's mean, and so on for the rest of the fit (kernels.full.em)."""
+        again with the moments about each component's mean, and so on for the rest of the fit (turbo_gmm.full.em)."""
         w0, m0, cov0, U0 = w, m, cov, U
         st = self.statistics(w, m, U)
         w, m, cov, U, ok = self.block.mstep(st, self.reg_covar, self.centered_moments()[0]
@@ -897,7 +897,7 @@ class _FitData:
         return w, m, v, int(f), ll
 
     def release(self) -> None:
-        """Drop the graphs :func:`kernels.fit` cached for the estimator's own copy of X (they hold it)."""
+        """Drop the graphs :func:`turbo_gmm.fit` cached for the estimator's own copy of X (they hold it)."""
         if self._owned:
             forget_graphs(self.X)
 

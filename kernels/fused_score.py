@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import LaunchConfig
-from kernels.lift import lifted_rows, pow2_at_least_16
+from .launch import LaunchConfig
+from .lift import lifted_rows, pow2_at_least_16
 
 
 @triton.jit
@@ -35,7 +35,7 @@ def _score_kernel(
 
 def score_config(K: int, d: int) -> LaunchConfig:
     """Tiles for the score kernel: fewer rows at d_pad = 128, where the tf32x3
-    operand split of a 256-lane lifted row is register bound (as in kernels.dispatch).
+    operand split of a 256-lane lifted row is register bound (as in turbo_gmm.dispatch).
     Not tuned on a GPU: the rung measures the dataflow, not a tuned kernel."""
     if pow2_at_least_16(d) >= 128:
         return LaunchConfig(block_n=32, block_k=min(32, pow2_at_least_16(K)), num_warps=4, num_stages=1)
@@ -45,7 +45,7 @@ def score_config(K: int, d: int) -> LaunchConfig:
 def fused_score(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
                 precision: str = "tf32x3", cfg: LaunchConfig | None = None, out: torch.Tensor | None = None):
     """S (N, K) float32 from X (N, d) float32 contiguous, center (d_pad,) float32 and
-    the padded lift W (2*d_pad, k_pad), b (k_pad,) of :func:`kernels.lift.lift`.
+    the padded lift W (2*d_pad, k_pad), b (k_pad,) of :func:`turbo_gmm.lift.lift`.
     ``out`` reuses an (N, K) float32 buffer."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]

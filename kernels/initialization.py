@@ -5,7 +5,7 @@ responsibilities, and one M-step on them the initial parameters. Here that M-ste
 float64 moments (n_k, s_k, u_k) about a center c are computed on X's device in row
 blocks, so neither X nor an (N, K) responsibility matrix goes to the host:
 
-* "kmeans": one-hot labels of :func:`kernels.kmeans.kmeans` (KMeans(n_init=1)'s defaults);
+* "kmeans": one-hot labels of :func:`turbo_gmm.kmeans.kmeans` (KMeans(n_init=1)'s defaults);
 * "k-means++": the k-means++ seeds, one row per component;
 * "random": uniform draws, normalized per row;
 * "random_from_data": K distinct rows drawn uniformly.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kernels.kmeans import kmeans, kmeans_plusplus
+from .kmeans import kmeans, kmeans_plusplus
 
 MOMENT_BLOCK_BYTES = 1 << 28  # float64 temporaries of one block: responsibilities and the centered rows
 

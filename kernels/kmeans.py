@@ -24,8 +24,8 @@ host), while everything that touches X runs on X's device:
   tol relative to the mean column variance (1e-4 x mean var), at most 300 iterations.
 
 Two implementations of the passes over X, chosen by ``fused`` (default: the kernels where
-:func:`kernels.kmeans_assign.supported`, i.e. float32 X on CUDA): the fused Triton kernels
-of :mod:`kernels.kmeans_assign` (one launch per Lloyd iteration, two per k-means++ step),
+:func:`turbo_gmm.kmeans_assign.supported`, i.e. float32 X on CUDA): the fused Triton kernels
+of :mod:`turbo_gmm.kmeans_assign` (one launch per Lloyd iteration, two per k-means++ step),
 or torch ops in row blocks (any dtype, any device): distances about a center c of the data
 (the column mean, which the caller has from validation), ||x - y||^2 = ||x - c||^2 + ||y'||^2
 - 2 (x.y' - c.y') with y' = y - c, one matrix product per block in X's dtype, so offset data
@@ -38,8 +38,8 @@ import math
 import numpy as np
 import torch
 
-from kernels import kmeans_assign
-from kernels.em import Float32RangeError
+from . import kmeans_assign
+from .em import Float32RangeError
 
 SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment (torch ops)
 NORM_BLOCK_ROWS = 1 << 20  # rows per block of ||x - c||^2 (a (rows, d) temporary)
@@ -73,7 +73,7 @@ def centered_sq_norms(X: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
 
 
 def check_score_range(X: torch.Tensor, center: torch.Tensor) -> None:
-    """Raise :class:`kernels.em.Float32RangeError` where the distance scores of the passes in X's dtype could
+    """Raise :class:`turbo_gmm.em.Float32RangeError` where the distance scores of the passes in X's dtype could
     overflow (X ~1e20 in float32: its squared spread ~1e40), before any label indexes anything: over inf/NaN
     scores an argmin is no nearest center (on CUDA the fused assignment's labels even left [0, K) and a
     gather asserted on the device, 2026-12-01).
@@ -127,10 +127,10 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
 
     X (N, d) float32/float64 tensor; center (d,) float64 on X's device (the torch ops' expansion
     point, see the module docstring); x_sq: :func:`centered_sq_norms` if the caller has them (torch
-    ops); ``fused``: the kernels of :mod:`kernels.kmeans_assign` (None: where they run)."""
+    ops); ``fused``: the kernels of :mod:`turbo_gmm.kmeans_assign` (None: where they run)."""
     N, dev = X.shape[0], X.device
     fused = _fused(X, fused)
-    if not fused:  # the fused kernels' distances are float64 (see kernels.kmeans_assign)
+    if not fused:  # the fused kernels' distances are float64 (see turbo_gmm.kmeans_assign)
         check_score_range(X, center)
     trials = n_local_trials(n_clusters)
     first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
@@ -218,9 +218,9 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
 
     ``tol`` is absolute (scikit-learn's after scaling: tol x mean column variance); stops when no
     label changes or when the summed squared center shift is <= tol. ``fused``: one launch of
-    :class:`kernels.kmeans_assign.Assigner` per iteration (None: where it runs; ``precision``: its
+    :class:`turbo_gmm.kmeans_assign.Assigner` per iteration (None: where it runs; ``precision``: its
     score's products, "tf32x3" or "ieee"), else torch ops. Scores that X's dtype cannot hold are a
-    :class:`kernels.em.Float32RangeError` (:func:`check_score_range`), for centers in X's bounding box."""
+    :class:`turbo_gmm.em.Float32RangeError` (:func:`check_score_range`), for centers in X's bounding box."""
     K = centers.shape[0]
     check_score_range(X, center)
     assign = kmeans_assign.Assigner(X, center, K, precision) if _fused(X, fused) else _Assignment(X, center, K)

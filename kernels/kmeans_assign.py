@@ -1,13 +1,13 @@
 """Fused k-means kernels: Lloyd's assignment with the new centers' sums, and the k-means++ D^2 potentials.
 
-At K = 256, d = 32 one Lloyd iteration in torch ops (:mod:`kernels.kmeans`: a (rows, K) score
+At K = 256, d = 32 one Lloyd iteration in torch ops (:mod:`turbo_gmm.kmeans`: a (rows, K) score
 block per matrix product, argmin, a dense one-hot and its product with the block) took 82 ms at
 20M rows on the H200, ~12x its arithmetic. Here one persistent launch reads each row tile once:
 
 * :func:`assign_and_sum` (Lloyd): the score ``||y_k||^2 + 2 y_k.c - 2 x.y_k`` (y = center - c,
   c the data's column mean; the same expansion as the torch path, ``||x - c||^2`` dropped) of the
   row tile against every center tile, as tf32x3 products (three TF32 tensor-core products,
-  fp32-accurate: :mod:`kernels.tf32x3`) or plain fp32 (``precision="ieee"``), a running min and
+  fp32-accurate: :mod:`turbo_gmm.tf32x3`) or plain fp32 (``precision="ieee"``), a running min and
   argmin over the center tiles (ties to the lowest index, as NumPy's argmin); the labels are
   written in place and the changed ones counted. The new centers' sums then come from the tile's
   one-hot in registers, contracted with the row tile on the tensor cores: the one-hot is exact in
@@ -23,7 +23,7 @@ block per matrix product, argmin, a dense one-hot and its product with the block
   of the same points to rounding, which its cumulative sum needs to pick scikit-learn's seeds.
 
 Runs on CUDA, and on CPU tensors under TRITON_INTERPRET=1 (the tests). X float32, contiguous,
-d <= MAX_FEATURES (:func:`supported`); elsewhere :mod:`kernels.kmeans` keeps its torch ops.
+d <= MAX_FEATURES (:func:`supported`); elsewhere :mod:`turbo_gmm.kmeans` keeps its torch ops.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import program_count
-from kernels.tf32x3 import dot, split
+from .launch import program_count
+from .tf32x3 import dot, split
 
 MAX_FEATURES = 256  # d_pad of the row tile held in registers
 BIG_SCORE = tl.constexpr(3.0e38)  # the padded centers' bias: never the minimum (constexpr: compiled Triton reads no plain globals)

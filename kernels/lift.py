@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import tf32x3
+from . import tf32x3
 
 SENTINEL = -3.0e38
 FP64 = "fp64"  # the precision whose lift, score, normalizer and sums are float64 (DMMA on sm_80+)

@@ -1,13 +1,13 @@
 """The lift of Lemma 1 as one small kernel, fused with clearing the statistics.
 
-Inside the fit loop the lift (a dozen Theta(Kd) torch ops, :func:`kernels.lift.lift`)
+Inside the fit loop the lift (a dozen Theta(Kd) torch ops, :func:`turbo_gmm.lift.lift`)
 and zeroing the three float64 accumulators were ~15 launches per iteration:
 at N = 20 000 they cost more than the sweep itself, even replayed from a CUDA
 graph. Here one program per padded component builds its column of W and its b
 in float64 from the parameters and the center, stores them in float32 (what
 ``lift`` computes, to float32 rounding), and clears that component's
 statistics for the E-step that follows (program 0 also clears ell). Under precision "fp64" W and b
-are float64 buffers and keep the float64 values unrounded (kernels.lift.lift_dtype).
+are float64 buffers and keep the float64 values unrounded (turbo_gmm.lift.lift_dtype).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.lift import SENTINEL
+from .lift import SENTINEL
 
 
 # d is not specialized: at d = 1 Triton would pass it as the constant 1, a Python int with no .to (the H200's
@@ -26,7 +26,7 @@ from kernels.lift import SENTINEL
 def _lift_kernel(
     weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
     W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD), b (K_PAD,) f32 or f64 (fp64); cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
-    K, d, stride_wl, stride_wk, half_log_2pi: tl.float64,  # W's strides (kernels.lift.weights_buffer)
+    K, d, stride_wl, stride_wk, half_log_2pi: tl.float64,  # W's strides (turbo_gmm.lift.weights_buffer)
     D_PAD: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
     k = tl.program_id(0)
@@ -52,9 +52,9 @@ def lift_into(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tenso
               W: torch.Tensor, b: torch.Tensor, n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor) -> None:
     """W, b of (weights, means - center, variances) into the given buffers, and n, su, ll zeroed.
 
-    Shapes as :func:`kernels.lift.lift` (W (2*d_pad, k_pad), any strides, as :func:`kernels.lift.weights_buffer`
+    Shapes as :func:`turbo_gmm.lift.lift` (W (2*d_pad, k_pad), any strides, as :func:`turbo_gmm.lift.weights_buffer`
     gives it; b (k_pad,)) and
-    :class:`kernels.em.Workspace` (n (k_pad,), su (k_pad, 2*d_pad), ll (1,)).
+    :class:`turbo_gmm.em.Workspace` (n (k_pad,), su (k_pad, 2*d_pad), ll (1,)).
     """
     K, d = means.shape
     k_pad, d_pad = b.shape[0], W.shape[0] // 2

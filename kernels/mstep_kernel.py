@@ -1,10 +1,10 @@
-"""The float64 M-step of :mod:`kernels.mstep` as one small kernel, writing in place.
+"""The float64 M-step of :mod:`turbo_gmm.mstep` as one small kernel, writing in place.
 
 One program per component reads its statistics (n_k, [s_k | u_k] about the
 center) and overwrites that component's weight, mean and variance, so the fit
 loop's parameter buffers are updated without a dozen torch launches and copies
 per iteration. It also stores ell into the iteration's slot and counts the
-floored variance entries (same rule and guard as :func:`kernels.mstep.mstep`).
+floored variance entries (same rule and guard as :func:`turbo_gmm.mstep.mstep`).
 
 And it records the fit's first failure, so that a broken model is an error after
 the loop's one host read, not NaN parameters: ``failure`` holds the smallest
@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.mstep import EPS64
+from .mstep import EPS64
 
 FLOAT64_MAX = 1.7976931348623157e308
 NO_FAILURE = 1 << 62  # exact as a double too (the status may be read back through a float64 buffer)

@@ -6,11 +6,11 @@ row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, get
 the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
 the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
 accumulates the statistics with a second product, each tile's into float32 running sums
-(kernels.lift.accumulate_statistics) over at most LaunchConfig.sum_tiles tiles a program (the grid
+(turbo_gmm.lift.accumulate_statistics) over at most LaunchConfig.sum_tiles tiles a program (the grid
 grows where the persistent one would give a program more). One atomic commit per program.
 At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
-Under tf32x3 each operand is split into TF32 halves once (kernels.tf32x3). Under fp64 W, b and the
-center are float64 (kernels.lift.lift_dtype), the row tile is converted to float64 in registers, and the
+Under tf32x3 each operand is split into TF32 halves once (turbo_gmm.tf32x3). Under fp64 W, b and the
+center are float64 (turbo_gmm.lift.lift_dtype), the row tile is converted to float64 in registers, and the
 score, normalizer and running sums are float64.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, program_count, sum_bounded, weight_arguments
-from kernels.lift import (accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
+from . import interpreter_compat, tf32x3
+from .launch import LaunchConfig, program_count, sum_bounded, weight_arguments
+from .lift import (accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
                           split_weights, statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
@@ -36,7 +36,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
-    N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (turbo_gmm.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
@@ -82,14 +82,14 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
     """Statistics of one E-step by Algorithm 2.
 
     X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) (any strides:
-    :func:`kernels.lift.weights_buffer`) and b (k_pad,) from :func:`kernels.lift.lift`, in its
-    :func:`kernels.lift.lift_dtype`. Returns float64 tensors
+    :func:`turbo_gmm.lift.weights_buffer`) and b (k_pad,) from :func:`turbo_gmm.lift.lift`, in its
+    :func:`turbo_gmm.lift.lift_dtype`. Returns float64 tensors
     n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
     ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
     ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell.
     """
     if kernel_name(X, W, cfg, precision) == "one_pass_ws":
-        from kernels import one_pass_ws  # Gluon: Hopper only
+        from . import one_pass_ws  # Gluon: Hopper only
 
         out = out if out is not None else _zeros(W.shape[1], W.shape[0] // 2, X.device)
         return one_pass_ws.one_pass_statistics_ws(X, center, W, b, out, sum_tiles=cfg.sum_tiles,
@@ -112,7 +112,7 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
     (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
     it (one_pass_ws.refusal), else "one_pass" (the Triton kernel); both read sample weights."""
     if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
-        from kernels import one_pass_ws  # Gluon: Hopper only
+        from . import one_pass_ws  # Gluon: Hopper only
 
         if one_pass_ws.refusal(X, W, precision) is None:
             return "one_pass_ws"

@@ -8,7 +8,7 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
 - a one-warp TMA loader streams the program's 64-row tiles of X into a ring in shared memory, each tile
   twice (the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed: a
   permuted and reshaped view of the two copies whose lane order keeps its loads free of bank conflicts,
-  kernels.two_pass_ws.transposed_lift);
+  turbo_gmm.two_pass_ws.transposed_lift);
 - past d_pad = 32 a stage holds the tile's 32-column blocks once (TMA's box is one 128-byte swizzle
   wide); the score takes them a block at a time (six products, one wait each) and the statistics in
   chunks of 64 lifted lanes (x - c of two blocks, or their squares, from one load of the pair), each chunk with
@@ -20,7 +20,7 @@ TF32 halves) in shared memory for the whole sweep and splits its rows over three
   halves, and issues the statistics' three products (over all 64 rows) into a fresh accumulator under one wait,
   which it adds into float32 running sums in registers (issue 21: the products never accumulate into a large
   running value, so each tile costs one float32 rounding); the grid is sized so that no consumer's sums add more
-  than LaunchConfig.sum_tiles tiles (kernels.launch.sum_bounded).
+  than LaunchConfig.sum_tiles tiles (turbo_gmm.launch.sum_bounded).
 - ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
   measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed
   between the two consumers through a pair of mbarriers orders their tensor-core phases, score(t), score(t+1),
@@ -44,7 +44,7 @@ Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python
 Gamma's wgmma descriptors are computed in the loop: two_pass_ws.loop_variant_zero; hoisted, they spilled 240 B at
 K_pad 128 and 344 B at (16, 128)). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
 Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
-0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): kernels.dispatch routes it by N. With n summed as whole
+0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): turbo_gmm.dispatch routes it by N. With n summed as whole
 Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f, kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv):
 2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32. Past d_pad 32, on an
 H100 (results/h100_80gb_hbm3/kernel_measure/NOTES.md, 2026-12-05): 4M_16_128 1.55-1.64 ms/iter against the
@@ -60,8 +60,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
-from kernels.two_pass_ws import (centers, exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage,
+from .launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
+from .two_pass_ws import (centers, exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage,
                                  score_products, tf32_high, transposed_lift)
 
 BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
@@ -520,13 +520,13 @@ def x_layout():
 
 def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES) -> int:
     """One program per SM, times the smallest whole factor that leaves each consumer at most ``sum_tiles``
-    row tiles (kernels.launch.sum_bounded; 0: one per SM)."""
+    row tiles (turbo_gmm.launch.sum_bounded; 0: one per SM)."""
     return sum_bounded(max(1, min(n_tiles, sm_count(device.index or 0))), n_tiles, sum_tiles, CONSUMERS)
 
 
 def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES,
                            sample_weight=None, overlap: bool = False):
-    """Drop-in for :func:`kernels.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
+    """Drop-in for :func:`turbo_gmm.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
     n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns;
     ``sample_weight`` (N,) float32 or None: every statistic and ell weighted; ``overlap``: each consumer's next
     score issued before this tile's exponentials where :func:`overlaps` allows (:func:`_consume_overlapped`)."""

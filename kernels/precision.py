@@ -29,7 +29,7 @@ LIFT_ERROR_CONSTANT = 10.0
 # The score error a float32 fit may carry: exp(0.05) - 1 = 5% on a responsibility, at the worst row and
 # component (rows near the centre carry far less). Measured at every iterate of scikit-learn's fits (K = 2
 # to 10, diag and spherical, random_state 0): iris, wine and breast_cancer, raw and standardized, and
-# digits spherical at E <= 0.014; the generator's data (kernels.datasets, d up to 128, at its true
+# digits spherical at E <= 0.014; the generator's data (turbo_gmm.datasets, d up to 128, at its true
 # parameters) at E <= 0.01; the failures -- digits diag (issue 20's near-constant pixels) at E >= 1.4e2 and
 # breast_cancer raw at K = 10 (a component collapsed to the floor) at 1.7e7 -- over three decades above it.
 SCORE_TOLERANCE = 0.05
@@ -45,7 +45,7 @@ FP64_FLOOR_WORK = 2**25
 
 
 # Full and tied covariances have no float64 kernels: their float64 E-step is torch ops on X's device
-# (kernels.estep_full, (N, K, d) float64 temporaries), whose work is the score's N K d^2 multiply-adds
+# (turbo_gmm.estep_full, (N, K, d) float64 temporaries), whose work is the score's N K d^2 multiply-adds
 # (tied's shared factor taken per component as well). Up to this much work, and N K d <= FP64_FLOOR_WORK
 # (each temporary at most 2^25 float64 numbers, 256 MiB, whatever d), it is a few batched products, so
 # launches, not the products, set its time, as they set the fused float32 kernels' at these sizes; the data
@@ -75,7 +75,7 @@ _MAX_EXTREMES = 4
 def column_extremes(X: torch.Tensor):
     """(min, max) of every column of X, kept for the last few X (the tensor itself, by a weak reference, at
     torch's in-place version counter): those of X's validation pass (:func:`keep_column_extremes`, from
-    :func:`kernels.column_sums.column_sums`), else one read of X, so a fit that validated X, and a
+    :func:`turbo_gmm.column_sums.column_sums`), else one read of X, so a fit that validated X, and a
     benchmark's repeated fits of one X, do not read it again."""
     held = _EXTREMES.get(id(X))
     if held is not None and held[0]() is X and held[1] == X._version:
@@ -110,7 +110,7 @@ def lift_error_bound(radius: torch.Tensor, means: torch.Tensor, variances: torch
 def lift_warning(bound: float, where: str) -> str:
     """The text of the :class:`Float32LiftWarning` for a bound of ``bound`` at ``where``."""
     return (f"The float32 lift's score error bound at the {where} parameters is {bound:.3g} log-density units, above "
-            f"{SCORE_TOLERANCE} (kernels.precision.SCORE_TOLERANCE): features with tiny variances and a wide range "
+            f"{SCORE_TOLERANCE} (turbo_gmm.precision.SCORE_TOLERANCE): features with tiny variances and a wide range "
             "(e.g. near-constant columns at the reg_covar floor) cancel terms far larger than the score, and EM may "
             "reach another optimum than in float64. Use precision='fp64', increase reg_covar, or let "
             "GaussianMixture(precision='auto') choose.")

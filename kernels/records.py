@@ -2,8 +2,8 @@
 
 They live here, on the ground floor, because their users stand on every floor above it: the
 arms return a :class:`Fit` from an :class:`Init` (the contract, documented in ``arms/__init__.py``),
-the harness builds the :class:`Init` (:func:`kernels.datasets.shared_init`) and stores the fit
-through :func:`to_numpy`, and the library's data-parallel EM (:mod:`kernels.distributed`) takes
+the harness builds the :class:`Init` (:func:`turbo_gmm.datasets.shared_init`) and stores the fit
+through :func:`to_numpy`, and the library's data-parallel EM (:mod:`turbo_gmm.distributed`) takes
 an :class:`Init`. NumPy only: importing the records pulls in neither torch nor Triton, so a
 library arm's worker measures its own memory, not ours.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.reference import EPS64, LOG_2PI, logsumexp_rows
+from .reference import EPS64, LOG_2PI, logsumexp_rows
 
 ILL_DEFINED_COVARIANCE = (
     "Fitting the mixture model failed because some components have ill-defined empirical covariance "

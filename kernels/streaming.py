@@ -1,6 +1,6 @@
 """Out-of-core E-steps: a host array (or np.memmap) streamed through the device in row chunks.
 
-The E-step statistics are sums over rows (:mod:`kernels.estep`), so X never has
+The E-step statistics are sums over rows (:mod:`turbo_gmm.estep`), so X never has
 to be on the device at once: each chunk's float64 statistics are added on the
 device and one M-step follows the last chunk -- the same iteration as in memory.
 
@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from kernels.estep import BlockStatistics, Statistics
-from kernels.estep_full import COVARIANCE_TYPES, bytes_per_row
+from .estep import BlockStatistics, Statistics
+from .estep_full import COVARIANCE_TYPES, bytes_per_row
 
 CPU_BLOCK_BYTES = 256 << 20  # torch fallback: temporaries per block when no budget is given
 FILL_THREADS = max(1, min(8, os.cpu_count() or 1))  # host threads filling a pinned buffer
@@ -125,7 +125,7 @@ def streamed_statistics(X: np.ndarray, block: BlockStatistics, params, rows: int
                         sample_weight: np.ndarray | None = None) -> Statistics:
     """Statistics of all rows of the host array X (of X - ``origin`` when given), summed in float64
     over chunks of ``rows``; ``sample_weight`` (N,): each chunk's weights go beside it (``block`` is
-    kernels.estep's or kernels.estep_full's)."""
+    turbo_gmm.estep's or turbo_gmm.estep_full's)."""
     total = None
     for (r0, r1), chunk in zip(chunk_bounds(X.shape[0], rows), device_chunks(X, rows, device, dtype, origin)):
         if sample_weight is None:

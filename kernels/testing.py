@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kernels.datasets import make_dataset, shared_init
-from kernels.em import Workspace, estep_statistics
-from kernels.launch import LaunchConfig
+from .datasets import make_dataset, shared_init
+from .em import Workspace, estep_statistics
+from .launch import LaunchConfig
 
 
 def default_device() -> torch.device:
@@ -53,13 +53,13 @@ class LiftedStatistics:
 
     :meth:`per_tile` runs the same kernel with ``sum_tiles = 1``: every row tile committed on its own in
     float64, the same responsibilities bit for bit, so against it only the accumulation across tiles differs;
-    :attr:`float64` is kernels.estep.float64_statistics of the same lift and normalizer (the score's own
+    :attr:`float64` is turbo_gmm.estep.float64_statistics of the same lift and normalizer (the score's own
     rounding included)."""
 
     def __init__(self, X, params, center, algorithm: str, cfg: LaunchConfig):
-        from kernels.estep import float64_statistics
-        from kernels.lift_kernel import lift_into
-        from kernels.two_pass import normalizer_pass
+        from .estep import float64_statistics
+        from .lift_kernel import lift_into
+        from .two_pass import normalizer_pass
 
         self.X, self.algorithm, self.cfg = X, algorithm, cfg
         self.K = params[1].shape[0]
@@ -73,15 +73,15 @@ class LiftedStatistics:
 
     def kernel(self, cfg: LaunchConfig | None = None, rows=slice(None)) -> str:
         """The statistics kernel ``cfg`` (default: this problem's) runs on the rows ``rows``
-        (kernels.em.statistics_kernel)."""
-        from kernels.em import statistics_kernel
+        (turbo_gmm.em.statistics_kernel)."""
+        from .em import statistics_kernel
 
         return statistics_kernel(self.X[rows], self.ws, self.algorithm, "tf32x3", cfg or self.cfg)
 
     def __call__(self, cfg: LaunchConfig | None = None, rows=slice(None), clear: bool = True):
         """float64 n (K,), s, u (K, d) of the rows ``rows`` by the statistics kernel under ``cfg``."""
-        from kernels.one_pass import one_pass_statistics
-        from kernels.two_pass import statistics_pass
+        from .one_pass import one_pass_statistics
+        from .two_pass import statistics_pass
 
         cfg = cfg or self.cfg
         ws, K, d = self.ws, self.K, self.X.shape[1]
@@ -108,11 +108,11 @@ class LiftedStatistics:
 
     def errors(self, got, cfg: LaunchConfig | None = None) -> dict:
         """Per-component errors of ``got`` = (n, s, u) by ``cfg``'s kernel (default: this problem's config)
-        against both references: {"per_tile": {n, s, u}, "float64": {n, s, u}} (kernels.estep.
+        against both references: {"per_tile": {n, s, u}, "float64": {n, s, u}} (turbo_gmm.estep.
         per_component_errors; each kernel's per-tile statistics computed once)."""
         import dataclasses
 
-        from kernels.estep import per_component_errors
+        from .estep import per_component_errors
 
         key = dataclasses.replace(cfg or self.cfg, sum_tiles=1)
         if key not in self._per_tile:

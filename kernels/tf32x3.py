@@ -6,7 +6,7 @@ fresh tile that the caller then adds to its accumulator. The kernels here split
 each operand once, where it is formed (the row tile once for both dots; W once
 per program, or before the launch when its tiles are streamed), and accumulate in
 the products' own accumulator. Same three products, in the order of tl.dot's
-(lo*hi, hi*lo, hi*hi). X and the parameters are finite (validated in kernels.em),
+(lo*hi, hi*lo, hi*hi). X and the parameters are finite (validated in turbo_gmm.em),
 so the NaN scrub has nothing to do.
 
 Under ``"fp64"`` the operands are float64 and one ``tl.dot`` on them is the product (DMMA,

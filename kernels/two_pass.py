@@ -8,7 +8,7 @@ score of every row tile of its split, forms Gamma = exp(S - L), adds each row ti
 statistics into float32 running sums (over at most LaunchConfig.sum_tiles tiles: the
 row splits grow to keep it so) and commits them with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
 
-Under tf32x3 both passes split each operand once into TF32 halves (kernels.tf32x3):
+Under tf32x3 both passes split each operand once into TF32 halves (turbo_gmm.tf32x3):
 the row tile once for both dots, W once per pass-2 program; pass 1 streams W^T
 already split and transposed (lanes contiguous), so wgmma reads each component
 tile straight from the copy the pipeliner makes into shared memory. Through
@@ -23,9 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat, tf32x3
-from kernels.launch import LaunchConfig, statistics_pass_grid, weight_arguments
-from kernels.lift import (SENTINEL, accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
+from . import interpreter_compat, tf32x3
+from .launch import LaunchConfig, statistics_pass_grid, weight_arguments
+from .lift import (SENTINEL, accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
                           split_weights, statistics_accumulators, weight_tile)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
@@ -34,7 +34,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 @triton.jit
 def _normalizer_kernel(
     X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
-    N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (kernels.lift.weight_tile)
+    N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (turbo_gmm.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, GATHER: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -86,7 +86,7 @@ def _normalizer_kernel(
 @triton.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
-    N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (kernels.lift.weight_tile)
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (turbo_gmm.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -116,7 +116,7 @@ def _statistics_kernel(
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
                         cfg: LaunchConfig, precision: str, out=None, L_buffer=None, sample_weight=None):
     """Statistics of one E-step by Algorithm 3; same contract as
-    :func:`kernels.one_pass.one_pass_statistics` (``sample_weight`` included). ``L_buffer`` (N,) in W's dtype (float32; float64 under
+    :func:`turbo_gmm.one_pass.one_pass_statistics` (``sample_weight`` included). ``L_buffer`` (N,) in W's dtype (float32; float64 under
     fp64) is the row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
@@ -145,7 +145,7 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
     and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel); both read sample
     weights."""
     if cfg.warp_specialized_pass2 and precision == "tf32x3":
-        from kernels import two_pass_ws  # Gluon: Hopper only
+        from . import two_pass_ws  # Gluon: Hopper only
 
         if two_pass_ws.refusal(X, W, cfg) is None:
             return "two_pass_ws"
@@ -154,9 +154,9 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
 
 def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su, sample_weight=None) -> None:
     """Pass 2: n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L), component tiles x row splits
-    (:func:`kernels.launch.statistics_pass_grid`)."""
+    (:func:`turbo_gmm.launch.statistics_pass_grid`)."""
     if kernel_name(X, W, cfg, precision) == "two_pass_ws":
-        from kernels import two_pass_ws  # Gluon: Hopper only
+        from . import two_pass_ws  # Gluon: Hopper only
 
         return two_pass_ws.statistics_pass_ws(X, center, W, b, K, cfg, L, n, su, sample_weight)
     N, d = X.shape

@@ -11,7 +11,7 @@ register layout (gl.bank_conflicts offline: 0 excess accesses for either), lifts
 registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
 apart (x - c and (x - c)^2 against W's two halves: the same wgmma count as one K = 64 product).
 
-Same sums as kernels.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
+Same sums as turbo_gmm.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
 splits), one float64 atomic commit per program. The score's six TF32 products run in the Triton passes'
 order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
 run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
@@ -27,8 +27,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.launch import hopper_kernels_switched_off, statistics_pass_grid, weight_arguments
-from kernels.tf32x3 import TF32_HALF_UNIT, TF32_MASK
+from .launch import hopper_kernels_switched_off, statistics_pass_grid, weight_arguments
+from .tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
@@ -37,7 +37,7 @@ LOADER_REGISTERS = 24
 
 @gluon.jit
 def tf32_high(x):
-    """x's TF32 high half (kernels.tf32x3.tf32_high for Gluon, which cannot call a triton.jit function)."""
+    """x's TF32 high half (turbo_gmm.tf32x3.tf32_high for Gluon, which cannot call a triton.jit function)."""
     return ((x.to(gl.int32, bitcast=True) + TF32_HALF_UNIT) & TF32_MASK).to(gl.float32, bitcast=True)
 
 
@@ -276,9 +276,9 @@ def refusal(X, W, cfg) -> str | None:
 
 
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=None) -> None:
-    """Drop-in for :func:`kernels.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
+    """Drop-in for :func:`turbo_gmm.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
     n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L) (w_i = 1 without ``sample_weight``), on
-    :func:`kernels.launch.statistics_pass_grid`'s grid."""
+    :func:`turbo_gmm.launch.statistics_pass_grid`'s grid."""
     why = refusal(X, W, cfg)
     if why:
         raise ValueError(why)

@@ -22,9 +22,9 @@ import pytest
 import torch
 import yaml
 
-from kernels.records import to_numpy
-from kernels.datasets import make_dataset, shared_init
-from kernels import reference
+from turbo_gmm.records import to_numpy
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm import reference
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 ARM_FILES = sorted((CONF / "arm").glob("*.yaml"))

@@ -5,7 +5,7 @@ sys.path and g++; the load-chain test also needs torch's CUDA library wheels (cu
 cuSOLVER, ..., nvJitLink 13.0). CI has none of them, so both skip there with the reason. The GPU test
 runs the arm in a fresh process, once with ``arms.cuvs.preload()`` before torch is
 imported and once after (as the worker does today), and compares with
-``kernels.reference.em``.
+``turbo_gmm.reference.em``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from arms import cuvs
-from kernels import reference
+from turbo_gmm import reference
 
 REPO = Path(__file__).resolve().parents[2]
 N_ITER = 10
@@ -121,7 +121,7 @@ if spec["order"] == "torch_first":  # torch's nvJitLink 13.0 is loaded before cu
 import arms.cuvs as cuvs
 reason = cuvs.preload()
 import numpy as np, torch
-from kernels.datasets import make_dataset, shared_init
+from turbo_gmm.datasets import make_dataset, shared_init
 assert reason is None and cuvs.available() is None, (reason, cuvs.available())
 for i, (N, Kg, K, d) in enumerate(spec["shapes"]):
     X = make_dataset(N, Kg, d, seed=0, device="cuda").X

@@ -1,8 +1,8 @@
 """Every arm that declares full covariances fits them like a float64 EM from the same start.
 
 Same X (the seeded data turned by a fixed linear map, so the covariances are far from diagonal), the
-full shared init (kernels.datasets.shared_init), ten iterations: weights, means, covariances and the
-per-point log-likelihood against kernels.reference_full.em_full to float32 tolerances, tight enough
+full shared init (turbo_gmm.datasets.shared_init), ten iterations: weights, means, covariances and the
+per-point log-likelihood against turbo_gmm.reference_full.em_full to float32 tolerances, tight enough
 to see one missing iteration (a guard test). Skipped only where the arm cannot run here (a library
 missing, no GPU and no interpreter).
 """
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import reference_full
-from kernels.datasets import make_dataset, shared_init
-from kernels.records import to_numpy
+from turbo_gmm import reference_full
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm.records import to_numpy
 from arms.tests.test_library_arms import LL_RTOL, param_mismatches  # the same float32 tolerances as diag
 
 FULL_ARMS = ["turbo_gmm", "pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]

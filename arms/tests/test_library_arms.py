@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.records import Fit, to_numpy
-from kernels.datasets import make_dataset, shared_init
-from kernels import reference
+from turbo_gmm.records import Fit, to_numpy
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm import reference
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY_ARMS = ["pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]
@@ -163,8 +163,8 @@ import numpy as np
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
 from arms import sklearn as arm
-from kernels.records import to_numpy
-from kernels.datasets import make_dataset, shared_init
+from turbo_gmm.records import to_numpy
+from turbo_gmm.datasets import make_dataset, shared_init
 N, K_gen, K, d, n_iter, reg, device, out = json.loads(sys.argv[1])
 X = make_dataset(N, K_gen, d, seed=0, device=device).X
 fit = arm.prepare(X, shared_init(X, K, seed=0), n_iter, {"reg_covar": reg, "numerics": "fp32", "array_api": True})()

@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
-from kernels.tests.test_floors import REPO, imported_modules
+from harness.tests.test_floors import REPO, imported_modules
 
-NOT_HERE = ("torch", "triton", "kernels", "arms", "gate", "jax")
+NOT_HERE = ("torch", "triton", "turbo_gmm", "arms", "gate", "jax")
 
 
 def test_figure_modules_import_neither_torch_nor_kernels():

@@ -34,7 +34,7 @@ def full_csv(tmp_path):
 
 
 def test_the_flop_count_is_the_score_product_plus_the_kernels_statistics_lanes():
-    from kernels.full.parameters import PAIR_BLOCK, feature_pairs, padded_sizes, statistics_rows
+    from turbo_gmm.full.parameters import PAIR_BLOCK, feature_pairs, padded_sizes, statistics_rows
 
     assert table_full.PAIR_BLOCK == PAIR_BLOCK
     for d in (5, 16, 32, 33, 64, 128):

@@ -1,5 +1,5 @@
 """The gate judges plain arrays: no module of gate/ imports anything of the project."""
-from kernels.tests.test_floors import PROJECT, REPO, imported_modules
+from harness.tests.test_floors import PROJECT, REPO, imported_modules
 
 
 def test_gate_imports_nothing_of_the_project():

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from gate.rescore import label_rows, rescore, rescore_full
-from kernels.datasets import make_dataset, shared_init
-from kernels import reference, reference_full
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm import reference, reference_full
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_gpu_rescore_matches_cpu(fitted):
 
 @pytest.fixture(scope="module")
 def fitted_full():
-    """A float64 full-covariance EM fit (kernels.reference_full) of correlated data from the full shared init."""
+    """A float64 full-covariance EM fit (turbo_gmm.reference_full) of correlated data from the full shared init."""
     X = make_dataset(1023, 7, 5, 0).X
     X = (X.double() @ torch.tensor(np.random.default_rng(3).normal(size=(5, 5)) * 0.5 + np.eye(5))).float()
     init = shared_init(X, 7, 0, covariance_type="full")

@@ -1,11 +1,11 @@
-"""Data-parallel EM (kernels.distributed) on the seeded data: per-iteration time and the fit, from rank 0.
+"""Data-parallel EM (turbo_gmm.distributed) on the seeded data: per-iteration time and the fit, from rank 0.
 
     torchrun --nproc_per_node=2 -m harness.studies.distributed_bench --N 20000000 --K 32 --dim 32 --backend nccl
 
-Each rank generates only its rows of ``kernels.datasets.make_dataset(N, K, d, seed)``
+Each rank generates only its rows of ``turbo_gmm.datasets.make_dataset(N, K, d, seed)``
 (counter-based generator) and centers them by the all-reduced global mean, so the
 data are make_dataset's bit for bit; the initialization is ``shared_init``'s
-(:func:`kernels.distributed.sharded_shared_init`). A shard larger than
+(:func:`turbo_gmm.distributed.sharded_shared_init`). A shard larger than
 ``--max-device-bytes`` stays on the host and is streamed. Rank 0 prints one JSON line:
 the per-iteration time (all-reduce included) and the fit; ``--out`` saves its parameters.
 """
@@ -19,8 +19,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from kernels.datasets import generate_rows, validate_shape
-from kernels.distributed import fit_sharded, global_column_mean, shard_bounds, sharded_shared_init
+from turbo_gmm.datasets import generate_rows, validate_shape
+from turbo_gmm.distributed import fit_sharded, global_column_mean, shard_bounds, sharded_shared_init
 
 
 def _shard(a, rank, world, device):

@@ -3,7 +3,7 @@
     python -m harness.studies.full_bench --out DIR [--shapes 1M_32_32,4M_16_64] [--budget-s 240]
         [--config resident_weights=0 ... --configs-only]   # an A/B of FullConfig fields at the rule's choice
 
-Per shape (N_K_d): the seeded centered data of kernels.datasets and its shared init (variances -> diagonal
+Per shape (N_K_d): the seeded centered data of turbo_gmm.datasets and its shared init (variances -> diagonal
 precision Cholesky factors), then for every variant the ms per iteration of a 10-iteration fit (min of 3
 after one untimed fit; a replayed CUDA graph, or eager where capture fails, said in ``graphed``) and its
 accuracy after one EM step on the first ``--accuracy-rows`` rows against a float64 torch EM step from
@@ -33,17 +33,17 @@ from types import SimpleNamespace
 
 import torch
 
-import kernels
-import kernels.full as kf
-import kernels.tied as kt
+import turbo_gmm
+import turbo_gmm.full as kf
+import turbo_gmm.tied as kt
 from harness import env
 from harness.roofline import ISSUE_23_RATES, bound_ms
-from kernels.datasets import make_dataset, shared_init
-from kernels import estep_full
-from kernels.full import config as full_config
-from kernels.full.config import FullConfig
-from kernels.lift import pow2_at_least_16
-from kernels.precision import MATRIX_FP64_FLOOR_WORK
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm import estep_full
+from turbo_gmm.full import config as full_config
+from turbo_gmm.full.config import FullConfig
+from turbo_gmm.lift import pow2_at_least_16
+from turbo_gmm.precision import MATRIX_FP64_FLOOR_WORK
 
 SHAPES = ["1M_32_32", "4M_16_64", "1M_128_32", "20M_32_16", "1M_256_16"]
 # the H200's rates: issue 23's TF32 and HBM figures, its env.json's float32 and float64 GEMM probes
@@ -74,7 +74,7 @@ def roofline_ms(covariance, precision, N, K, d) -> float:
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One timed configuration: covariance type, dataflow, algorithm ("torch_float64": the estimator's float64
-    E-step, kernels.estep_full's torch ops), precision, statistics slab dtype, moments, FullConfig overrides."""
+    E-step, turbo_gmm.estep_full's torch ops), precision, statistics slab dtype, moments, FullConfig overrides."""
 
     covariance: str
     dataflow: str
@@ -82,13 +82,13 @@ class Variant:
     precision: str
     slab_dtype: torch.dtype | None = None
     moments: str = ""
-    config: str = ""  # "field=value,..." over the default config (kernels.full.config.parse_full_config)
+    config: str = ""  # "field=value,..." over the default config (turbo_gmm.full.config.parse_full_config)
 
 
 def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=(), configs_only=False):
     """The variants to run at this shape: full covariances' moments about the center (a fit whose Cholesky
     fails there is a row with its error), the rule's choice with the component moments (the fallback of
-    kernels.full.em) and with each of ``configs``; ``float64_slab`` adds the rule's choice with its statistics
+    turbo_gmm.full.em) and with each of ``configs``; ``float64_slab`` adds the rule's choice with its statistics
     summed in float64 (accuracy against slab traffic); full and tied by the float64 E-step where N K d^2 <=
     FLOAT64_MAX_WORK (what precision="auto" takes up to MATRIX_FP64_FLOOR_WORK, against the kernels).
     ``configs_only``: the rule's choice with its default config and with each of ``configs``, nothing else
@@ -115,7 +115,7 @@ def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=(),
 
 
 def initial_parameters(X, K: int, seed: int):
-    """(weights, means, full U, tied U, variances) in float64 on X's device from kernels.datasets.shared_init."""
+    """(weights, means, full U, tied U, variances) in float64 on X's device from turbo_gmm.datasets.shared_init."""
     init = shared_init(X, K, seed)
     dev = X.device
     w, m, v = (torch.as_tensor(a, device=dev).double() for a in (init.weights, init.means, init.variances))
@@ -136,11 +136,11 @@ def run_fit(v: Variant, X, params, n_iter, cuda_graph=True):
     if v.covariance == "tied":
         return kt.fit(X, (w, m, U_tied), n_iter, algorithm=v.algorithm, precision=v.precision, center=zero,
                       cuda_graph=cuda_graph)
-    return kernels.fit(X, (w, m, var), n_iter, precision=v.precision, center=zero, cuda_graph=cuda_graph)
+    return turbo_gmm.fit(X, (w, m, var), n_iter, precision=v.precision, center=zero, cuda_graph=cuda_graph)
 
 
 def float64_fit(covariance, X, params, n_iter):
-    """n_iter iterations of the estimator's float64 E-step (kernels.estep_full, torch ops on X's device, row
+    """n_iter iterations of the estimator's float64 E-step (turbo_gmm.estep_full, torch ops on X's device, row
     chunks of FLOAT64_CHUNK_BYTES) and its M-step, as precision "fp64" runs full and tied: the fit's parameters
     and each iteration's ell."""
     w, m, U, U_tied, _ = params

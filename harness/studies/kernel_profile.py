@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import arms  # noqa: E402
 from harness.results import write_diagnostic_csv  # noqa: E402
-from kernels.datasets import make_dataset, shared_init  # noqa: E402
+from turbo_gmm.datasets import make_dataset, shared_init  # noqa: E402
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

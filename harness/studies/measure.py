@@ -20,15 +20,15 @@ import sys
 
 import torch
 
-import kernels
+import turbo_gmm
 from harness.results import write_diagnostic_csv
-from kernels.datasets import make_dataset, shared_init
-from kernels.dispatch import launch_config
-from kernels.launch import config_fields, parse_config
-from kernels.em import Workspace, data_center, resolve_algorithm
-from kernels.lift_kernel import lift_into
-from kernels.one_pass import _one_pass_kernel, one_pass_statistics
-from kernels.two_pass import (_normalizer_kernel, _statistics_kernel, normalizer_pass, statistics_pass,
+from turbo_gmm.datasets import make_dataset, shared_init
+from turbo_gmm.dispatch import launch_config
+from turbo_gmm.launch import config_fields, parse_config
+from turbo_gmm.em import Workspace, data_center, resolve_algorithm
+from turbo_gmm.lift_kernel import lift_into
+from turbo_gmm.one_pass import _one_pass_kernel, one_pass_statistics
+from turbo_gmm.two_pass import (_normalizer_kernel, _statistics_kernel, normalizer_pass, statistics_pass,
                               two_pass_statistics)
 
 SUFFIX = {"K": 1_000, "M": 1_000_000}
@@ -94,7 +94,7 @@ def measure(name: str, algorithm: str, precision: str, n_iter: int, seen: set, c
         cfg = dataclasses.replace(cfg, **config_fields(override))
 
     def fit(graph=True):
-        return kernels.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
+        return turbo_gmm.fit(X, (init.weights, init.means, init.variances), n_iter, algorithm=alg, precision=precision,
                            center=center, config=cfg, cuda_graph=graph, sample_weight=sample_weight)
 
     r = fit()

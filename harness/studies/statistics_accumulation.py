@@ -13,21 +13,21 @@ skipped rows:
 
 * ``accuracy.csv``: at ACCURACY_SHAPES, for Algorithm 2 and Algorithm 3 where they run, in memory (and streamed in 8
   chunks at N <= 20M, K <= 64, which is also what a distributed fit computes: float64 sums of the chunks'
-  statistics), the max over components of the relative error of n, s, u (scales: kernels.estep.SCALES) against
+  statistics), the max over components of the relative error of n, s, u (scales: turbo_gmm.estep.SCALES) against
   - ``per_tile``: the same kernel with ``sum_tiles = 1``, every row tile committed alone in float64 (the same
     responsibilities bit for bit): the accumulation's error alone, issue 21's target (<= 1e-6);
-  - ``float64``: float64 statistics of the same lift and normalizer (kernels.estep.float64_statistics): the
+  - ``float64``: float64 statistics of the same lift and normalizer (turbo_gmm.estep.float64_statistics): the
     kernels' score rounding is part of this one.
-  Configurations (CONFIGS): ``default`` (kernels.dispatch.launch_config: the warp-specialized kernels where they
+  Configurations (CONFIGS): ``default`` (turbo_gmm.dispatch.launch_config: the warp-specialized kernels where they
   are routed), ``unbounded`` (the same with sum_tiles = 0: float32 sums over all of a program's tiles, the
   "tile_f32" rows of the committed 2026-12-01 run) and ``triton`` where the default is a warp-specialized kernel
   (the Triton kernel with the default bound: the path off Hopper).
-* ``timing.csv``: ms per iteration of a graph-replayed ``kernels.fit`` (10 iterations, min of 3 fits, the column
+* ``timing.csv``: ms per iteration of a graph-replayed ``turbo_gmm.fit`` (10 iterations, min of 3 fits, the column
   mean passed in as the harness arm does) of the same configurations at TIMING_SHAPES, beside the committed
   "before" (the tensor cores' accumulator across all tiles, up to issue 21) of BEFORE_CSV where it has the shape.
 * ``dispatch.csv``: one E-step's sweep (kernel time, min over reps by CUDA events) of the Triton and the
   warp-specialized one-pass kernels at DISPATCH_SHAPES -- the N between 20K and 1M at which
-  kernels.dispatch.WS_ONE_PASS_MIN_ROWS switches, and the issue-23 shapes with their roofline fraction.
+  turbo_gmm.dispatch.WS_ONE_PASS_MIN_ROWS switches, and the issue-23 shapes with their roofline fraction.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class Appender:
 def configs(algorithm: str, K: int, d: int, kernel_of) -> dict:
     """CONFIGS' launch configs for (K, d); ``kernel_of(cfg)`` names the kernel a config runs, so that "triton"
     is there only where the default runs a warp-specialized kernel."""
-    from kernels.dispatch import launch_config
+    from turbo_gmm.dispatch import launch_config
 
     default = launch_config(algorithm, K, d)
     out = {"default": default, "unbounded": dataclasses.replace(default, sum_tiles=0)}
@@ -101,8 +101,8 @@ def problem(N: int, K: int, d: int):
     """make_dataset's X (seed 0), shared_init's parameters (float64, on X's device) and X's column mean."""
     import torch
 
-    from kernels.datasets import make_dataset, shared_init
-    from kernels.em import data_center
+    from turbo_gmm.datasets import make_dataset, shared_init
+    from turbo_gmm.em import data_center
 
     X = make_dataset(N, K, d, 0, "cuda").X
     init = shared_init(X, K, 0)
@@ -112,8 +112,8 @@ def problem(N: int, K: int, d: int):
 
 def algorithms_that_run(K: int, d: int) -> list[str]:
     """Both algorithms, less Algorithm 2 where it cannot hold its lifted parameters in shared memory."""
-    from kernels.lift import pow2_at_least_16
-    from kernels.one_pass import _wgmma_shared_memory_limit, shared_memory_floor
+    from turbo_gmm.lift import pow2_at_least_16
+    from turbo_gmm.one_pass import _wgmma_shared_memory_limit, shared_memory_floor
 
     limit = _wgmma_shared_memory_limit(0)
     fits = limit is None or shared_memory_floor(pow2_at_least_16(K), pow2_at_least_16(d), "tf32x3") <= limit
@@ -124,8 +124,8 @@ def tiles_per_sum(stats, cfg) -> int:
     """The most row tiles one float32 running sum of ``cfg``'s kernel adds at this problem's N."""
     import triton
 
-    from kernels import one_pass_ws
-    from kernels.launch import program_count, statistics_pass_grid, sum_bounded
+    from turbo_gmm import one_pass_ws
+    from turbo_gmm.launch import program_count, statistics_pass_grid, sum_bounded
 
     X, K = stats.X, stats.K
     kernel = stats.kernel(cfg)
@@ -142,9 +142,9 @@ def tiles_per_sum(stats, cfg) -> int:
 
 
 def streamed(X, params, center, algorithm: str, cfg):
-    """Statistics of X in STREAM_CHUNKS row chunks (kernels.estep.BlockStatistics, float64 sums over chunks), chunk
+    """Statistics of X in STREAM_CHUNKS row chunks (turbo_gmm.estep.BlockStatistics, float64 sums over chunks), chunk
     boundaries on multiples of 4096 rows so that Algorithm 3's pass 1 sees the same row tiles as in memory."""
-    from kernels.estep import BlockStatistics
+    from turbo_gmm.estep import BlockStatistics
 
     K = params[1].shape[0]
     block = BlockStatistics(K, X.shape[1], center, "triton", algorithm, "tf32x3", cfg)
@@ -164,8 +164,8 @@ def accuracy(shape: str, out: Appender, deadline: float, N_override=None) -> Non
     import torch
 
     from harness.studies.measure import parse_shape
-    from kernels.dispatch import launch_config
-    from kernels.testing import LiftedStatistics
+    from turbo_gmm.dispatch import launch_config
+    from turbo_gmm.testing import LiftedStatistics
 
     N, K, d = parse_shape(shape)
     N = N_override or N
@@ -217,9 +217,9 @@ def before_ms(shape: str) -> float | None:
 def timing(shape: str, out: Appender, deadline: float, N_override=None, reps=REPS) -> None:
     import torch
 
-    import kernels
+    import turbo_gmm
     from harness.studies.measure import parse_shape, time_ms
-    from kernels.em import Workspace, resolve_algorithm, statistics_kernel
+    from turbo_gmm.em import Workspace, resolve_algorithm, statistics_kernel
 
     N, K, d = parse_shape(shape)
     N = N_override or N
@@ -236,7 +236,7 @@ def timing(shape: str, out: Appender, deadline: float, N_override=None, reps=REP
             continue
 
         def fit():
-            return kernels.fit(X, params, N_ITER, algorithm=algorithm, center=center, config=cfg)
+            return turbo_gmm.fit(X, params, N_ITER, algorithm=algorithm, center=center, config=cfg)
 
         try:
             r = fit()  # compile, capture the graph
@@ -255,11 +255,11 @@ def dispatch(shape: str, out: Appender, deadline: float, N_override=None, reps=K
     import torch
 
     from harness.studies.measure import parse_shape, time_ms
-    from kernels import one_pass_ws
-    from kernels.dispatch import launch_config
-    from kernels.em import Workspace
-    from kernels.lift_kernel import lift_into
-    from kernels.one_pass import one_pass_statistics
+    from turbo_gmm import one_pass_ws
+    from turbo_gmm.dispatch import launch_config
+    from turbo_gmm.em import Workspace
+    from turbo_gmm.lift_kernel import lift_into
+    from turbo_gmm.one_pass import one_pass_statistics
 
     N, K, d = parse_shape(shape)
     N = N_override or N

@@ -2,9 +2,9 @@
 
     python -m harness.studies.streaming_bench --N 200000000 --d 32 --K 32 --max-device-bytes 3200000000
 
-X (the seeded mixture of kernels.datasets, generated on the GPU in slices and kept
+X (the seeded mixture of turbo_gmm.datasets, generated on the GPU in slices and kept
 on the host) is streamed through ``max-device-bytes`` in row chunks by
-:func:`kernels.streaming.streamed_statistics`, as the estimator streams it; when three
+:func:`turbo_gmm.streaming.streamed_statistics`, as the estimator streams it; when three
 copies of X fit in free device memory, the same iterations also run with X resident.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import time
 import numpy as np
 import torch
 
-from kernels.datasets import generate_rows
-from kernels.estep import BlockStatistics, mstep_diag
-from kernels.streaming import host_column_mean, rows_per_chunk, streamed_statistics
+from turbo_gmm.datasets import generate_rows
+from turbo_gmm.estep import BlockStatistics, mstep_diag
+from turbo_gmm.streaming import host_column_mean, rows_per_chunk, streamed_statistics
 
 
 def host_data(N: int, d: int, K: int, seed: int) -> np.ndarray:

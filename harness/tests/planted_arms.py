@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from kernels.records import Fit
-from kernels import reference
+from turbo_gmm.records import Fit
+from turbo_gmm import reference
 
 MEMORY = "torch"  # on a CPU the worker falls back to rss: the tests check both
 

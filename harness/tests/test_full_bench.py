@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.datasets import make_dataset
+from turbo_gmm.datasets import make_dataset
 from harness.studies import full_bench as fb
-from kernels import reference_full as rf
-from kernels.full import config as full_config
+from turbo_gmm import reference_full as rf
+from turbo_gmm.full import config as full_config
 
 
 def test_parse_shape_and_roofline():

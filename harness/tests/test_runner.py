@@ -10,12 +10,12 @@ import psutil
 import pytest
 import torch
 
-from kernels.datasets import make_dataset, shared_init
+from turbo_gmm.datasets import make_dataset, shared_init
 from harness.results import read_csv
 from harness.cell import CellSpec
 from harness.runner import classify, run_cell
 from harness.tests.conftest import PLANTED_CONF, REPO
-from kernels import reference
+from turbo_gmm import reference
 
 
 def _alive(pid: int) -> bool:

@@ -5,8 +5,8 @@
 for the score (``products``: per-component products; ``lift``: quadratic features against one
 weight matrix) and two algorithms (``one_pass``, ``two_pass``), chosen by kernels/full/config.py.
 """
-from kernels.full.em import FitResult, StepResult, em_step, estep_statistics, fit
-from kernels.full.parameters import covariances_from_precisions_cholesky, precisions_cholesky
+from .em import FitResult, StepResult, em_step, estep_statistics, fit
+from .parameters import covariances_from_precisions_cholesky, precisions_cholesky
 
 __all__ = ["em_step", "fit", "estep_statistics", "precisions_cholesky", "covariances_from_precisions_cholesky",
            "StepResult", "FitResult"]

@@ -25,7 +25,7 @@ import dataclasses
 
 import torch
 
-from kernels.lift import pow2_at_least_16
+from ..lift import pow2_at_least_16
 
 ALGORITHMS = ("one_pass", "two_pass")
 ONE_PASS_MAX_KD2 = 65536
@@ -39,7 +39,7 @@ class FullConfig:
     slab_dtype: the dtype the statistics are summed in across a program's row tiles (float64 costs twice
     the slab traffic and removes the float32 sums' drift over ~N / programs rows); resident_weights: 1 loads the
     products score's weights once a program and keeps them in shared memory over its row tiles
-    (kernels.full.tiles.resident_weights; the one pass with one component tile, block_k >= K_pad, and Algorithm 3's
+    (turbo_gmm.full.tiles.resident_weights; the one pass with one component tile, block_k >= K_pad, and Algorithm 3's
     statistics pass) where 0 re-reads them every tile; 8 block_k d_pad^2 bytes of shared memory under tf32x3, on by
     default where that is at most RESIDENT_WEIGHT_BYTES (:func:`default_config`)."""
 
@@ -105,7 +105,7 @@ def resident_by_default(algorithm: str, K: int, d: int, dataflow: str, block_k: 
 
 
 def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
-    """kernels.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
+    """turbo_gmm.full.config.default_config with 'field=value,...' of FullConfig's fields over it, e.g.
     'block_n=64,block_k=32,cols=64,num_warps=8,num_stages=2' (slab_dtype is not a field here)."""
     cfg = default_config(algorithm, K, d, dataflow)
     if not text:

@@ -2,7 +2,7 @@
 (`estep_statistics`), mirroring kernels/em.py.
 
 Parameters are scikit-learn's: weights (K,), means (K, d) and precisions_cholesky (K, d, d), the
-upper-triangular U_k with U_k U_k^T = Sigma_k^-1 (:func:`kernels.full.parameters.precisions_cholesky`
+upper-triangular U_k with U_k U_k^T = Sigma_k^-1 (:func:`turbo_gmm.full.parameters.precisions_cholesky`
 makes it from covariances). An iteration: the score operands from the parameters (float64 torch,
 Theta(K d^2)), one fused E-step (kernels/full/one_pass.py or two_pass.py), the float64 M-step with
 its batched Cholesky (torch.linalg). Nothing synchronizes with the host inside a fit; a failed
@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center
-from kernels.full import config as full_config
-from kernels.full.loop import GraphedFit, cached
-from kernels.full.one_pass import one_pass_statistics
-from kernels.full.parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes,
+from ..em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center
+from . import config as full_config
+from .loop import GraphedFit, cached
+from .one_pass import one_pass_statistics
+from .parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes,
                                      score_parameters, unpack_statistics)
-from kernels.full.two_pass import two_pass_statistics
-from kernels.reference_full import ILL_DEFINED_COVARIANCE
+from .two_pass import two_pass_statistics
+from ..reference_full import ILL_DEFINED_COVARIANCE
 
 
 @dataclass

@@ -15,12 +15,12 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat, tf32x3
-from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
+from .. import interpreter_compat, tf32x3
+from .parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
+from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
                                resident_weights, row_weights, score_tile)
-from kernels.launch import program_count
-from kernels.lift import SENTINEL
+from ..launch import program_count
+from ..lift import SENTINEL
 
 interpreter_compat.install()
 
@@ -90,10 +90,10 @@ def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: i
     """(statistics table (rows x k_pad) float64, ell (float64 scalar tensor)) of one E-step by Algorithm 2.
 
     X (N, d) float32; center (d_pad,) float32; sample_weight (N,) float32 or None; params =
-    :func:`kernels.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the center, on
+    :func:`turbo_gmm.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the center, on
     the tensor cores) or (k_pad, d_pad) float32, the per-component shifts the moments are summed about
-    (:func:`kernels.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a FullConfig. The table's
-    moments are about the shifts (:func:`kernels.full.parameters.unpack_statistics`)."""
+    (:func:`turbo_gmm.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a FullConfig. The table's
+    moments are about the shifts (:func:`turbo_gmm.full.parameters.unpack_statistics`)."""
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)

@@ -11,7 +11,7 @@ U U^T = Sigma^-1, scikit-learn's ``precisions_cholesky_``) in centered coordinat
   Wq = -Lambda over an off-diagonal block and -Lambda / 2 over a diagonal one, Wl = Lambda mu',
   bl = b - mu'^T Lambda mu' / 2; N K (pairs * PAIR_BLOCK^2 + d) multiply-adds, about half.
 
-Matrices are stored in float32 as their TF32 high half and exact remainder (kernels.tf32x3's
+Matrices are stored in float32 as their TF32 high half and exact remainder (turbo_gmm.tf32x3's
 split, done once here rather than in every kernel program) and zero-padded to powers of two;
 padded components get the finite sentinel in b. The statistics come back as one float64 table
 (see :func:`statistics_rows`), and :func:`unpack_statistics` gives (n, s, M2) from it.
@@ -22,10 +22,10 @@ import math
 
 import torch
 
-from kernels import tf32x3
-from kernels.lift import SENTINEL, pow2_at_least_16
-from kernels.mstep import EPS64
-from kernels.reference_full import ILL_DEFINED_COVARIANCE
+from .. import tf32x3
+from ..lift import SENTINEL, pow2_at_least_16
+from ..mstep import EPS64
+from ..reference_full import ILL_DEFINED_COVARIANCE
 
 PAIR_BLOCK = 8  # features per block of the pair features: blocks pairs of 8 x 8 = 64 lanes, tl.dot's K >= 16
 DATAFLOWS = ("products", "lift")
@@ -63,7 +63,7 @@ def slab_table(summed: torch.Tensor, shifted: bool) -> torch.Tensor:
 
 
 def split_tf32(W: torch.Tensor, precision: str) -> torch.Tensor:
-    """(2, *W.shape) float32 under tf32x3: W's TF32 high half and the exact remainder (kernels.tf32x3.split
+    """(2, *W.shape) float32 under tf32x3: W's TF32 high half and the exact remainder (turbo_gmm.tf32x3.split
     on the host); (1, *W.shape), W itself, under any other precision."""
     W = W.float().contiguous()
     if precision != "tf32x3":

@@ -1,7 +1,7 @@
 """Triton pieces the full-covariance kernels share: the row tile, the two scores, the statistics.
 
 A score tile is S[rows, k0 : k0 + BLOCK_K] (float32, padded components at the sentinel), by
-either dataflow of :mod:`kernels.full.parameters`:
+either dataflow of :mod:`turbo_gmm.full.parameters`:
 
 - ``products``: y = (x - c) @ Lcat[:, cols] - off[cols], COLS columns per tl.dot (COLS // d_pad
   components, or a d_pad / COLS-th of one), ||y||^2 summed per component in registers;
@@ -11,12 +11,12 @@ either dataflow of :mod:`kernels.full.parameters`:
 The statistics of a responsibility tile g (rows x BLOCK_K, weights and row mask applied) are the
 same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper block triangle of
 sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
-(rows of :func:`kernels.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
+(rows of :func:`turbo_gmm.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
 component do not fit in registers. Each sum is a relaxed atomic add (fire-and-forget REDG.ADD.F32x4 in L2), not
 a load and a store: one program owns a slot, so its order is the row tiles', and no row tile waits on the slot's
 round trip to L2 (20M_32_16 13.5 -> 11.4 ms/iter on the H200, kernel_measure/full_bench_slab_red_*.csv).
-Products are TF32 splits (kernels.tf32x3) with the weights split on the host. Moments "component"
-(the fallback of :mod:`kernels.full.em`) sums s and the pair blocks about each component's own shift
+Products are TF32 splits (turbo_gmm.tf32x3) with the weights split on the host. Moments "component"
+(the fallback of :mod:`turbo_gmm.full.em`) sums s and the pair blocks about each component's own shift
 m_k instead (its incoming mean), one tensor-core product per component.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels import tf32x3
+from .. import tf32x3
 
 
 @triton.jit
@@ -70,7 +70,7 @@ def pair_features(X, center, rows, pair_i, pair_j, p, N, d, stride_x, BLOCK_N: t
 
 @triton.jit
 def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
-    """A host-split operand (kernels.full.parameters.split_tf32): (high, low) under tf32x3, else (W, W)."""
+    """A host-split operand (turbo_gmm.full.parameters.split_tf32): (high, low) under tf32x3, else (W, W)."""
     hi = tl.load(W + offsets)
     if PRECISION == "tf32x3":
         return hi, tl.load(W + w_lo + offsets)
@@ -82,7 +82,7 @@ def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
 def weight_columns(Lcat, l_lo, cols, D_PAD: tl.constexpr, PRECISION: tl.constexpr):
     """Lcat[:, cols] (D_PAD x len(cols)), high and low, from Lcat stored K-major (k_pad d_pad, d_pad): a column's
     D_PAD entries contiguous, the order a TF32 wgmma reads its B operand in, so the compiler stores the tile with
-    stmatrix (kernels.full.parameters.product_parameters)."""
+    stmatrix (turbo_gmm.full.parameters.product_parameters)."""
     dd = tl.arange(0, D_PAD)
     return load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
 
@@ -179,7 +179,7 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
                           d, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           F: tl.constexpr, PRECISION: tl.constexpr, SHIFTED: tl.constexpr):
     """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
-    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (kernels.full.parameters.zero_slab),
+    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (turbo_gmm.full.parameters.zero_slab),
     float32 or float64 (the sums over row tiles are taken in its dtype).
 
     Not SHIFTED (moments "center"): s = (x - c)^T g and per block pair phi^T g, the moments about the center
@@ -191,7 +191,7 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
     too. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
     component far from c with fewer points than dimensions (a covariance whose smallest eigenvalues are
     reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
-    them back to c (:func:`kernels.full.parameters.unpack_statistics`). Each component's own shift makes one
+    them back to c (:func:`turbo_gmm.full.parameters.unpack_statistics`). Each component's own shift makes one
     d_pad x d_pad product per component (one column of g at a time) where the center makes one per pair block
     for the whole tile: the fallback, not the default. Its sums are a component's at a time, so its slab holds
     each component's ROWS sums contiguously."""
@@ -233,7 +233,7 @@ def add_first_moments(slab, KW, kl, n, s, D_PAD: tl.constexpr):
 @triton.jit
 def moment_rows(d, D_PAD: tl.constexpr, F: tl.constexpr):
     """(rows, upper), both D_PAD x D_PAD: the statistics-table row of second moment (a, b) in the pair blocks (pair
-    (I, J), I <= J, of the ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs`
+    (I, J), I <= J, of the ceil(d / F) feature blocks, numbered as :func:`turbo_gmm.full.parameters.feature_pairs`
     does, lane (a % F) F + b % F), and whether it is stored: the upper block triangle, padded blocks past
     ceil(d / F) left out (they are 0 but would land in other rows)."""
     dd = tl.arange(0, D_PAD)
@@ -251,7 +251,7 @@ def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
     """The first and second moments of :func:`accumulate_statistics` about each component's own shift: per
     component j of the tile, y = x - c - m_j and one (D_PAD x BLOCK_N) @ (BLOCK_N x D_PAD) tensor-core product
     (g_j y)^T y, whose upper block triangle goes to the pair blocks' rows (pair (I, J), I <= J, of the
-    ceil(d / F) feature blocks, numbered as :func:`kernels.full.parameters.feature_pairs` does); ``slab`` is
+    ceil(d / F) feature blocks, numbered as :func:`turbo_gmm.full.parameters.feature_pairs` does); ``slab`` is
     the tile's first component's ROWS sums, component-major."""
     kj = tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)

@@ -14,12 +14,12 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat, tf32x3
-from kernels.full.parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from kernels.full.tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
+from .. import interpreter_compat, tf32x3
+from .parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
+from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
                                 resident_weights, row_weights, score_tile)
-from kernels.launch import program_count, statistics_grid
-from kernels.lift import SENTINEL
+from ..launch import program_count, statistics_grid
+from ..lift import SENTINEL
 
 interpreter_compat.install()
 
@@ -50,7 +50,7 @@ def _full_normalizer_kernel(
 
 @triton.jit
 def _full_statistics_kernel(
-    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab: kernels.full.parameters.zero_slab
+    X, center, w, Wa, wa_lo, Wb, wb_lo, bias, shift, pair_i, pair_j, L, slab,  # slab: turbo_gmm.full.parameters.zero_slab
     n_pairs, N, d, stride_x, n_tiles, n_splits, slab_rows,
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
     COLS: tl.constexpr, DATAFLOW: tl.constexpr, PRECISION: tl.constexpr, WEIGHTED: tl.constexpr,
@@ -80,7 +80,7 @@ def _full_statistics_kernel(
 
 def two_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
                         cfg, L_buffer=None):
-    """Same contract as :func:`kernels.full.one_pass.one_pass_statistics`; ``L_buffer`` (N,) float32 is the
+    """Same contract as :func:`turbo_gmm.full.one_pass.one_pass_statistics`; ``L_buffer`` (N,) float32 is the
     row-normalizer scratch (allocated when not given)."""
     N, d = X.shape
     d_pad = center.shape[0]

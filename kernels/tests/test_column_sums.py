@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.column_sums import COLUMN_TILE, column_sums, non_finite_message
-from kernels.em import column_moments
-from kernels.precision import column_extremes, data_radius
-from kernels.tests.conftest import DEVICE
+from turbo_gmm.column_sums import COLUMN_TILE, column_sums, non_finite_message
+from turbo_gmm.em import column_moments
+from turbo_gmm.precision import column_extremes, data_radius
+from turbo_gmm.tests.conftest import DEVICE
 
 
 @pytest.mark.parametrize("geometry", [{}, dict(tile_elements=256, loads=1, num_warps=4),

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.datasets import generating_mixture, make_dataset, shared_init
+from turbo_gmm.datasets import generating_mixture, make_dataset, shared_init
 
 
 def test_same_seed_gives_identical_data_and_init():

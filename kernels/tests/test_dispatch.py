@@ -3,8 +3,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernels.dispatch import a100_rule, choose_algorithm, h200_rule, launch_config
-from kernels.lift import pow2_at_least_16
+from turbo_gmm.dispatch import a100_rule, choose_algorithm, h200_rule, launch_config
+from turbo_gmm.lift import pow2_at_least_16
 
 
 def test_padding_is_a_power_of_two_at_least_16():
@@ -50,8 +50,8 @@ def test_large_k_pass_two_fills_whole_waves_on_the_h200():
     """At d <= 32 two CTAs of pass 2 fit per SM (264 resident on 132 SMs): its grid must be whole waves
     at the Table 1 shapes, or a part-empty last wave costs up to one wave's time (measured: 1M_4096_32
     pass 2 at 4 programs per SM, 2.2 waves, 29.2 ms; at 16, 8 waves, 23.5 ms)."""
-    from kernels.launch import statistics_grid
-    from kernels.two_pass import statistics_meta
+    from turbo_gmm.launch import statistics_grid
+    from turbo_gmm.two_pass import statistics_meta
 
     resident = 2 * 132
     for K in (512, 1024, 4096):
@@ -64,7 +64,7 @@ def test_large_k_pass_two_fills_whole_waves_on_the_h200():
 def test_pass_two_grid_never_exceeds_its_program_target():
     """Splits round down: k_tiles x splits stays within (target - k_tiles, target] whenever the
     target allows one split per tile, so a whole-waves target keeps its waves whole."""
-    from kernels.launch import statistics_grid
+    from turbo_gmm.launch import statistics_grid
 
     target = 16 * 132
     for K in range(64, 64 * 200, 64):
@@ -78,7 +78,7 @@ def test_launch_config_text_names_its_fields_and_refuses_unknown_ones():
     """parse_config (the --config of harness.studies.measure and resources): every field by name, typed as
     LaunchConfig declares it; a name that is not a field (e.g. stats_by_lanes, removed with its second
     orientation) is refused with the list of fields."""
-    from kernels.launch import LaunchConfig, parse_config
+    from turbo_gmm.launch import LaunchConfig, parse_config
 
     cfg = parse_config("block_n=32,num_stages=1,programs_per_sm=0.5,normalizer_block_n=256,max_registers=168")
     assert cfg == LaunchConfig(block_n=32, num_stages=1, programs_per_sm=0.5, normalizer_block_n=256, max_registers=168)
@@ -92,7 +92,7 @@ def test_override_text_changes_only_its_fields_of_a_shapes_config():
     """config_fields (measure's --override): the named fields over a shape's own launch config, the rest kept."""
     import dataclasses
 
-    from kernels.launch import config_fields
+    from turbo_gmm.launch import config_fields
 
     base = launch_config("one_pass", 32, 32)
     changed = dataclasses.replace(base, **config_fields("num_stages=4,sum_tiles=64"))

@@ -2,8 +2,8 @@
 make_dataset's (before the global centering)."""
 import torch
 
-from kernels.datasets import generate_rows, make_dataset
-from kernels.distributed import shard_bounds
+from turbo_gmm.datasets import generate_rows, make_dataset
+from turbo_gmm.distributed import shard_bounds
 
 N, K, D, SEED = 1023, 3, 33, 2
 
@@ -23,7 +23,7 @@ def _weighted_rank(rank, world, store, X, counts, init, out):
     """One gloo rank of :func:`test_sharded_integer_weights_equal_duplicated_rows`: its shard and its weights."""
     import torch.distributed as dist
 
-    from kernels.distributed import fit_sharded
+    from turbo_gmm.distributed import fit_sharded
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
@@ -41,7 +41,7 @@ def test_sharded_integer_weights_equal_duplicated_rows(tmp_path):
     import numpy as np
     import torch.multiprocessing as mp
 
-    from kernels import reference
+    from turbo_gmm import reference
 
     X = make_dataset(N, K, D, SEED).X.double()
     counts = torch.as_tensor(np.random.default_rng(1).integers(0, 4, N), dtype=torch.float64)

@@ -5,9 +5,9 @@ import pytest
 import torch
 from sklearn.mixture import GaussianMixture
 
-import kernels
-from kernels import reference as ref
-from kernels.tests.conftest import ALGORITHMS, DEVICE, problem
+import turbo_gmm
+from turbo_gmm import reference as ref
+from turbo_gmm.tests.conftest import ALGORITHMS, DEVICE, problem
 
 
 def as_np(t):
@@ -17,7 +17,7 @@ def as_np(t):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_fit_follows_float64_em(algorithm, precision):
     X, w, m, v = problem(1023, 7, 5, seed=1)
-    r = kernels.fit(X, (w, m, v), 6, algorithm=algorithm, precision=precision)
+    r = turbo_gmm.fit(X, (w, m, v), 6, algorithm=algorithm, precision=precision)
     (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 6)
     assert r.algorithm == algorithm and r.n_floored == 0
     np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-6)
@@ -34,7 +34,7 @@ def test_fit_agrees_with_scikit_learn():
                          means_init=m, precisions_init=1.0 / v, init_params="random")
     with pytest.warns(Warning):  # sklearn's ConvergenceWarning: tol=0 never converges
         gm.fit(X.cpu().numpy().astype(np.float64))
-    r = kernels.fit(X, (w, m, v), 5)
+    r = turbo_gmm.fit(X, (w, m, v), 5)
     np.testing.assert_allclose(as_np(r.weights), gm.weights_, rtol=1e-4)
     np.testing.assert_allclose(as_np(r.means), gm.means_, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(as_np(r.variances), gm.covariances_, rtol=1e-4)
@@ -43,7 +43,7 @@ def test_fit_agrees_with_scikit_learn():
 def test_em_step_returns_incoming_log_likelihood():
     X, w, m, v = problem(500, 3, 4, seed=2)
     t = [torch.as_tensor(a, device=DEVICE) for a in (w, m, v)]
-    r = kernels.em_step(X, *t)
+    r = turbo_gmm.em_step(X, *t)
     assert float(r.log_likelihood) == pytest.approx(ref.estep(X.cpu().numpy(), w, m, v)[3], rel=1e-6)
 
 
@@ -59,7 +59,7 @@ def test_collapsed_component_is_floored_and_counted():
     w = np.array([0.5, 0.5], np.float32)
     m = np.stack([np.zeros(d), X[-1].cpu().numpy()]).astype(np.float32)
     v = np.stack([np.ones(d), np.full(d, 1e-2)]).astype(np.float32)
-    r = kernels.fit(X, (w, m, v), 3, reg_covar=1e-6, center=torch.zeros(d, dtype=torch.float64, device=DEVICE))
+    r = turbo_gmm.fit(X, (w, m, v), 3, reg_covar=1e-6, center=torch.zeros(d, dtype=torch.float64, device=DEVICE))
     var = as_np(r.variances)
     assert np.isfinite(var).all() and (var >= 1e-6).all()
     assert r.n_floored > 0  # the planted cancellation really happened and was counted
@@ -68,14 +68,14 @@ def test_collapsed_component_is_floored_and_counted():
 
 def test_healthy_fit_floors_nothing():
     X, w, m, v = problem(1023, 5, 6, seed=3)
-    assert kernels.fit(X, (w, m, v), 4).n_floored == 0
+    assert turbo_gmm.fit(X, (w, m, v), 4).n_floored == 0
 
 
 @pytest.mark.parametrize("offset", [1e2, 1e4])
 def test_offset_data_is_centered_in_kernel(offset):
     X, w, m, v = problem(1023, 3, 5, seed=6)
     Xo, mo = X + offset, m + np.float32(offset)
-    r = kernels.fit(Xo, (w, mo, v), 3)
+    r = turbo_gmm.fit(Xo, (w, mo, v), 3)
     (rw, rm, rv), rlls = ref.em(Xo.cpu().numpy(), w, mo, v, 3)
     np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-6)
     np.testing.assert_allclose(as_np(r.variances), rv, rtol=1e-3)
@@ -84,7 +84,7 @@ def test_offset_data_is_centered_in_kernel(offset):
 def test_uncentered_far_data_is_refused_with_the_reason():
     X, w, m, v = problem(300, 3, 5)
     with pytest.raises(ValueError, match="far from the origin"):
-        kernels.fit(X + 1e4, (w, m + 1e4, v), 1, center=False)
+        turbo_gmm.fit(X + 1e4, (w, m + 1e4, v), 1, center=False)
 
 
 def test_lift_conditioning_loss_grows_with_offset():
@@ -111,26 +111,26 @@ def test_bad_inputs_are_named():
     X, w, m, v = problem(100, 3, 4)
     args = (w, m, v)
     with pytest.raises(TypeError, match="float32"):
-        kernels.fit(X.double(), args, 1)
+        turbo_gmm.fit(X.double(), args, 1)
     with pytest.raises(ValueError, match="contiguous"):
-        kernels.fit(torch.cat([X, X], 1)[:, ::2], args, 1)
+        turbo_gmm.fit(torch.cat([X, X], 1)[:, ::2], args, 1)
     bad = X.clone()
     bad[[3, 7], 1] = float("nan")
     bad[11, 0] = float("inf")
     with pytest.raises(ValueError, match="3 of 100 rows"):
-        kernels.fit(bad, args, 1)
+        turbo_gmm.fit(bad, args, 1)
     with pytest.raises(ValueError, match=r"means must have shape \(K, 4\)"):
-        kernels.fit(X, (w, m[:, :3], v), 1)
+        turbo_gmm.fit(X, (w, m[:, :3], v), 1)
     with pytest.raises(ValueError, match="> 0"):
-        kernels.fit(X, (w, m, -v), 1)
+        turbo_gmm.fit(X, (w, m, -v), 1)
     with pytest.raises(ValueError, match="means has non-finite"):
-        kernels.fit(X, (w, m * float("nan"), v), 1)
+        turbo_gmm.fit(X, (w, m * float("nan"), v), 1)
     with pytest.raises(ValueError, match="variances has non-finite"):
-        kernels.fit(X, (w, m, v * float("inf")), 1)
+        turbo_gmm.fit(X, (w, m, v * float("inf")), 1)
     with pytest.raises(ValueError, match="algorithm"):
-        kernels.fit(X, args, 1, algorithm="three_pass")
+        turbo_gmm.fit(X, args, 1, algorithm="three_pass")
     with pytest.raises(ValueError, match="precision"):
-        kernels.fit(X, args, 1, precision="bf16")
+        turbo_gmm.fit(X, args, 1, precision="bf16")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU; on the CPU fit runs eagerly")
@@ -139,11 +139,11 @@ def test_graphed_fit_checks_the_parameters_inside_the_graph():
     it, the next fit through the same cached graph is the eager fit, and a fit's results are its own."""
     X, w, m, v = problem(1023, 7, 5, seed=1)
     with pytest.raises(ValueError, match="variances has non-finite"):
-        kernels.fit(X, (w, m, v * float("inf")), 4)
+        turbo_gmm.fit(X, (w, m, v * float("inf")), 4)
     with pytest.raises(ValueError, match="> 0"):
-        kernels.fit(X, (w, m, -v), 4)
-    graphed = kernels.fit(X, (w, m, v), 4)
-    eager = kernels.fit(X, (w, m, v), 4, cuda_graph=False)
+        turbo_gmm.fit(X, (w, m, -v), 4)
+    graphed = turbo_gmm.fit(X, (w, m, v), 4)
+    eager = turbo_gmm.fit(X, (w, m, v), 4, cuda_graph=False)
     for a, b in zip((graphed.weights, graphed.means, graphed.variances, graphed.log_likelihoods),
                     (eager.weights, eager.means, eager.variances, eager.log_likelihoods)):
         np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-6, atol=1e-9)
@@ -151,7 +151,7 @@ def test_graphed_fit_checks_the_parameters_inside_the_graph():
     assert graphed.log_likelihoods_host == graphed.log_likelihoods.tolist()  # read with the status, in one copy
     assert eager.log_likelihoods_host is None
     kept = as_np(graphed.means).copy()
-    kernels.fit(X, (w, m + 1.0, v), 4)
+    turbo_gmm.fit(X, (w, m + 1.0, v), 4)
     np.testing.assert_array_equal(as_np(graphed.means), kept)
 
 
@@ -159,14 +159,14 @@ def test_graphed_fit_checks_the_parameters_inside_the_graph():
 def test_integer_sample_weights_equal_duplicated_rows(algorithm):
     """fit(sample_weight=counts) on X is the fit of X with each row repeated counts times (0: dropped), by both
     algorithms: ell = sum_i w_i L_i and the weights normalized by sum_i w_i."""
-    from kernels.datasets import make_dataset
+    from turbo_gmm.datasets import make_dataset
 
     X = make_dataset(1023, 3, 5, seed=4, device=DEVICE).X
     counts = np.random.default_rng(0).integers(0, 4, X.shape[0])
     init = (torch.full((3,), 1 / 3), X[:3].double().cpu().clone(), torch.ones(3, 5))
-    weighted = kernels.fit(X, init, 3, sample_weight=torch.as_tensor(counts.astype(np.float32), device=DEVICE),
+    weighted = turbo_gmm.fit(X, init, 3, sample_weight=torch.as_tensor(counts.astype(np.float32), device=DEVICE),
                            algorithm=algorithm)
-    repeated = kernels.fit(torch.as_tensor(np.repeat(X.cpu().numpy(), counts, axis=0), device=DEVICE), init, 3,
+    repeated = turbo_gmm.fit(torch.as_tensor(np.repeat(X.cpu().numpy(), counts, axis=0), device=DEVICE), init, 3,
                            algorithm=algorithm)
     assert weighted.kernel == algorithm  # weighted E-steps run on the Triton kernels
     np.testing.assert_allclose(weighted.log_likelihoods.cpu().numpy(), repeated.log_likelihoods.cpu().numpy(), rtol=1e-6)
@@ -174,7 +174,7 @@ def test_integer_sample_weights_equal_duplicated_rows(algorithm):
     np.testing.assert_allclose(weighted.means.cpu().numpy(), repeated.means.cpu().numpy(), atol=1e-5)
     np.testing.assert_allclose(weighted.variances.cpu().numpy(), repeated.variances.cpu().numpy(), rtol=1e-5)
     with pytest.raises(ValueError, match=">= 0"):
-        kernels.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0], device=DEVICE))
+        turbo_gmm.fit(X, init, 1, sample_weight=-torch.ones(X.shape[0], device=DEVICE))
 
 
 def near_constant_feature_problem():
@@ -212,7 +212,7 @@ def test_fp64_follows_float64_em_where_the_float32_lift_cannot(algorithm):
         n, s, u, ll = ref.estep(Xn, *want)
         want = ref.mstep(n, s, u, X.shape[0], 1e-6)
         for p in state:
-            r = kernels.em_step(X, *state[p], algorithm=algorithm, precision=p)
+            r = turbo_gmm.em_step(X, *state[p], algorithm=algorithm, precision=p)
             state[p] = [r.weights, r.means, r.variances]
             worst[p] = max(worst[p], step_errors(r, ll, want))
     assert worst["ieee"] > 1e-3, worst
@@ -226,8 +226,8 @@ def test_fp64_takes_float64_x(algorithm):
     any order, so to float64 rounding: the H200 at 621461b differed in the last bits); the other precisions refuse
     float64 X."""
     X, w, m, v = problem(1023, 7, 5, seed=1)
-    a = kernels.fit(X, (w, m, v), 3, algorithm=algorithm, precision="fp64")
-    b = kernels.fit(X.double(), (w, m, v), 3, algorithm=algorithm, precision="fp64")
+    a = turbo_gmm.fit(X, (w, m, v), 3, algorithm=algorithm, precision="fp64")
+    b = turbo_gmm.fit(X.double(), (w, m, v), 3, algorithm=algorithm, precision="fp64")
     assert a.precision == b.precision == "fp64"
     for x, y in zip((a.weights, a.means, a.variances, a.log_likelihoods), (b.weights, b.means, b.variances,
                                                                             b.log_likelihoods)):
@@ -236,7 +236,7 @@ def test_fp64_takes_float64_x(algorithm):
         else:
             assert torch.equal(x, y)
     with pytest.raises(TypeError, match="precision='fp64'"):
-        kernels.fit(X.double(), (w, m, v), 1, precision="ieee")
+        turbo_gmm.fit(X.double(), (w, m, v), 1, precision="ieee")
 
 
 @pytest.mark.gpu
@@ -246,11 +246,11 @@ def test_graphed_fp64_fit_follows_float64_em_on_dmma():
     tensor-core products (mma.sync with f64 operands in its PTX)."""
     import re
 
-    from kernels import one_pass, two_pass
+    from turbo_gmm import one_pass, two_pass
 
     X, w, m, v = problem(100_003, 7, 5, seed=1)
     for algorithm, kernel in (("one_pass", one_pass._one_pass_kernel), ("two_pass", two_pass._statistics_kernel)):
-        r = kernels.fit(X, (w, m, v), 4, algorithm=algorithm, precision="fp64")
+        r = turbo_gmm.fit(X, (w, m, v), 4, algorithm=algorithm, precision="fp64")
         (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 4)
         np.testing.assert_allclose(as_np(r.log_likelihoods), rlls, rtol=1e-10)
         np.testing.assert_allclose(as_np(r.variances), rv, rtol=1e-10)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import reference as ref
-from kernels.estep import BlockStatistics, Statistics, mstep_diag, mstep_spherical
-from kernels.tests.conftest import ALGORITHMS, DEVICE, assert_statistics_close, problem
+from turbo_gmm import reference as ref
+from turbo_gmm.estep import BlockStatistics, Statistics, mstep_diag, mstep_spherical
+from turbo_gmm.tests.conftest import ALGORITHMS, DEVICE, assert_statistics_close, problem
 
 
 def _about(center, n, s, u):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import reference_full as rf
-from kernels.estep_full import BlockStatistics, centered_moments, log_responsibilities
-from kernels.tests.conftest import DEVICE
-from kernels.tests.test_full import full_problem, mp_statistics
+from turbo_gmm import reference_full as rf
+from turbo_gmm.estep_full import BlockStatistics, centered_moments, log_responsibilities
+from turbo_gmm.tests.conftest import DEVICE
+from turbo_gmm.tests.test_full import full_problem, mp_statistics
 
 BACKENDS = ["torch", "triton"]
 TOLERANCE = {"torch": 1e-12, "triton": 2e-5}  # float64 ops; float32 kernels (the interpreter's plain float32)

@@ -1,4 +1,4 @@
-"""kernels.GaussianMixture against scikit-learn: its estimator checks, and the same
+"""turbo_gmm.GaussianMixture against scikit-learn: its estimator checks, and the same
 fits from the same initialization on real (load_digits) and synthetic data.
 
 Two backends run everywhere: "cpu" (torch float64 fallback, must agree with
@@ -24,15 +24,15 @@ from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
-from kernels.datasets import make_dataset
-from kernels import GaussianMixture
-from kernels import reference as ref
-from kernels.em import Float32RangeError
-from kernels import estep_full
-from kernels.estimator import COVARIANCE_TYPES
-from kernels.mstep import IllDefinedCovarianceError
-from kernels.tests.conftest import run_isolated
-from kernels import precision as precision_module
+from turbo_gmm.datasets import make_dataset
+from turbo_gmm import GaussianMixture
+from turbo_gmm import reference as ref
+from turbo_gmm.em import Float32RangeError
+from turbo_gmm import estep_full
+from turbo_gmm.estimator import COVARIANCE_TYPES
+from turbo_gmm.mstep import IllDefinedCovarianceError
+from turbo_gmm.tests.conftest import run_isolated
+from turbo_gmm import precision as precision_module
 
 KERNEL_BACKEND = "triton" if torch.cuda.is_available() else "triton-interpreter"
 EXCLUDED_CHECKS = {"check_array_api_input"}
@@ -42,7 +42,7 @@ BACKENDS = ["cpu", "auto"]
 @pytest.fixture(autouse=True)
 def matrix_types_on_the_kernels(monkeypatch):
     """device="auto" here means the fused kernels for full and tied too: at these tests' sizes precision="auto"
-    would take their float64 torch E-step (kernels.precision.MATRIX_FP64_FLOOR_WORK; test_precision tests it)."""
+    would take their float64 torch E-step (turbo_gmm.precision.MATRIX_FP64_FLOOR_WORK; test_precision tests it)."""
     monkeypatch.setattr(precision_module, "MATRIX_FP64_FLOOR_WORK", 0)
 
 
@@ -343,7 +343,7 @@ def test_gpu_fit_agrees_with_scikit_learn():
 
 
 def _separated(N=3001, K=7, d=5, seed=0):
-    from kernels.tests.test_kmeans import separated
+    from turbo_gmm.tests.test_kmeans import separated
     return separated(N=N, K=K, d=d, seed=seed)
 
 
@@ -468,7 +468,7 @@ def test_kernels_backend_counts_the_bad_rows(X, message):
 
 
 def test_device_array_checks_name_the_problem():
-    from kernels.arrays import check_device_array
+    from turbo_gmm.arrays import check_device_array
     X = torch.zeros(10, 4)
     with pytest.raises(ValueError, match="non-contiguous"):
         check_device_array(X[:, ::2], min_samples=2, contiguous=True)
@@ -621,8 +621,8 @@ def test_huge_scale_is_scikit_learns_model_or_a_float32_range_error(device):
 
 HUGE_SCALE_FIT = """
 from sklearn.datasets import load_iris
-from kernels import GaussianMixture
-from kernels.em import Float32RangeError
+from turbo_gmm import GaussianMixture
+from turbo_gmm.em import Float32RangeError
 gm = GaussianMixture(device="auto", n_components=3, covariance_type="diag", random_state=0, precision="tf32x3")
 try:
     gm.fit(load_iris().data * 1e20)

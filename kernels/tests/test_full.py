@@ -12,10 +12,10 @@ from sklearn.mixture import GaussianMixture
 from sklearn.mixture._gaussian_mixture import (_compute_precision_cholesky, _estimate_gaussian_parameters,
                                                _estimate_log_gaussian_prob)
 
-import kernels.full as kf
-from kernels import reference_full as rf
-from kernels.full.config import FullConfig, choose_algorithm, default_config, parse_full_config
-from kernels.tests.conftest import DEVICE, assert_close_rel
+import turbo_gmm.full as kf
+from turbo_gmm import reference_full as rf
+from turbo_gmm.full.config import FullConfig, choose_algorithm, default_config, parse_full_config
+from turbo_gmm.tests.conftest import DEVICE, assert_close_rel
 
 DATAFLOWS = ["products", "lift"]
 ALGORITHMS = ["one_pass", "two_pass"]

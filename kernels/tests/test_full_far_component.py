@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-import kernels.full as kf
-from kernels import reference_full as rf
-from kernels.full.config import FullConfig
-from kernels.tests.conftest import DEVICE
+import turbo_gmm.full as kf
+from turbo_gmm import reference_full as rf
+from turbo_gmm.full.config import FullConfig
+from turbo_gmm.tests.conftest import DEVICE
 
 REG = 1e-6
 SMALL_TILES = FullConfig(block_n=32, block_k=16)
@@ -107,8 +107,8 @@ def test_estimator_fits_the_far_component_as_scikit_learn(monkeypatch):
     a46fe41, whose dropped low-times-low term rounds the moments more coarsely; held to 2.5e-4)."""
     from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
-    from kernels import precision
-    from kernels.estimator import GaussianMixture
+    from turbo_gmm import precision
+    from turbo_gmm.estimator import GaussianMixture
 
     monkeypatch.setattr(precision, "MATRIX_FP64_FLOOR_WORK", 0)  # the kernels, not the float64 E-step of small fits
     X, w, m, U, _ = far_cluster_problem()

@@ -10,8 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat
-from kernels.tests.conftest import DEVICE
+from turbo_gmm import interpreter_compat
+from turbo_gmm.tests.conftest import DEVICE
 
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 pytestmark = pytest.mark.filterwarnings("error:Conversion of an array with ndim > 0:DeprecationWarning")

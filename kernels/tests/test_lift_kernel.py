@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.lift import SENTINEL, lift, pow2_at_least_16
-from kernels.lift_kernel import lift_into
-from kernels.tests.conftest import DEVICE
+from turbo_gmm.lift import SENTINEL, lift, pow2_at_least_16
+from turbo_gmm.lift_kernel import lift_into
+from turbo_gmm.tests.conftest import DEVICE
 
 
 @pytest.mark.parametrize("precision", ["tf32x3", "fp64"])

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from kernels.mstep import mstep
-from kernels.mstep_kernel import MSTEP_ILL_DEFINED, ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
-from kernels.tests.conftest import DEVICE
+from turbo_gmm.mstep import mstep
+from turbo_gmm.mstep_kernel import MSTEP_ILL_DEFINED, ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
+from turbo_gmm.tests.conftest import DEVICE
 
 
 @pytest.mark.parametrize("K,d", [(1, 3), (7, 5), (40, 16), (3, 33)])

@@ -13,8 +13,8 @@ def test_one_pass_shared_memory_floor_agrees_with_the_h200_dispatch_measurement(
     import pandas as pd
     from triton.runtime.errors import OutOfResources
 
-    from kernels.lift import pow2_at_least_16
-    from kernels.one_pass import check_shared_memory
+    from turbo_gmm.lift import pow2_at_least_16
+    from turbo_gmm.one_pass import check_shared_memory
 
     h200_limit = 232448  # the "Hardware limit" of the compiler's own refusals in that CSV
     d = pd.read_csv(REPO / "results" / "h200" / "dispatch.csv")
@@ -33,8 +33,8 @@ def test_one_pass_shared_memory_floor_agrees_with_the_h200_dispatch_measurement(
 def test_one_pass_past_the_floor_is_refused_before_compiling():
     import torch
 
-    import kernels
-    from kernels.one_pass import StateDoesNotFit
+    import turbo_gmm
+    from turbo_gmm.one_pass import StateDoesNotFit
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the floor applies to wgmma (sm_90+)")
@@ -42,4 +42,4 @@ def test_one_pass_past_the_floor_is_refused_before_compiling():
     X = torch.randn(4096, d, device="cuda")
     init = (torch.full((K,), 1.0 / K), X[:K].clone(), torch.ones(K, d))
     with pytest.raises(StateDoesNotFit):
-        kernels.fit(X, init, n_iter=1, algorithm="one_pass")
+        turbo_gmm.fit(X, init, n_iter=1, algorithm="one_pass")

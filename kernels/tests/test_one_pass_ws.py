@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import reference as ref
-from kernels.launch import LaunchConfig
-from kernels.tests.conftest import problem
+from turbo_gmm import reference as ref
+from turbo_gmm.launch import LaunchConfig
+from turbo_gmm.tests.conftest import problem
 
 hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
                             reason="Gluon's warpgroup MMA, TMA and setmaxnreg need a Hopper GPU (no interpreter)")
@@ -14,8 +14,8 @@ hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_devi
 
 def _lifted_workspace(X, w, m, v):
     """A workspace holding the lift of (w, m, v) about X's column mean (the kernels' default center)."""
-    from kernels.em import Workspace, data_center
-    from kernels.lift_kernel import lift_into
+    from turbo_gmm.em import Workspace, data_center
+    from turbo_gmm.lift_kernel import lift_into
 
     ws = Workspace(X, len(w), "one_pass")
     ws.set_center(data_center(X, True))
@@ -24,9 +24,9 @@ def _lifted_workspace(X, w, m, v):
 
 
 def _errors(sums, reference, K, d) -> dict:
-    """kernels.estep.per_component_errors of a sweep's (n, [s | u], ell), each component's scale floored at one
+    """turbo_gmm.estep.per_component_errors of a sweep's (n, [s | u], ell), each component's scale floored at one
     row's worth (1: the small problems here leave components with almost no mass), and ell's relative error."""
-    from kernels.estep import per_component_errors
+    from turbo_gmm.estep import per_component_errors
 
     n, su, ll = sums
     d_pad = su.shape[1] // 2
@@ -60,10 +60,10 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
     "deep ring": ~70 tiles per program. Both schedules."""
     import dataclasses
 
-    from kernels.dispatch import launch_config
-    from kernels.estep import float64_statistics
-    from kernels.one_pass import one_pass_statistics
-    from kernels.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.dispatch import launch_config
+    from turbo_gmm.estep import float64_statistics
+    from turbo_gmm.one_pass import one_pass_statistics
+    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(N, K, d, seed=1)
     ws = _lifted_workspace(X, w, m, v)
@@ -92,9 +92,9 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
     H100); all-one weights give the unweighted sums."""
     import dataclasses
 
-    from kernels.dispatch import launch_config
-    from kernels.one_pass import one_pass_statistics
-    from kernels.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.dispatch import launch_config
+    from turbo_gmm.one_pass import one_pass_statistics
+    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
 
     N, K = 100_003, 33 if d == 32 else 16
     X, w, m, v = problem(N, K, d, seed=6)
@@ -129,7 +129,7 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
 def test_both_schedules_give_the_same_sums(pingpong):
     """The token only orders the consumers' products; each consumer's sums are the same either way (one
     float64 commit per consumer: equal up to the order of the atomics)."""
-    from kernels.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(50_000, 40, 32, seed=4)
     ws = _lifted_workspace(X, w, m, v)
@@ -144,14 +144,14 @@ def test_both_schedules_give_the_same_sums(pingpong):
 @hopper
 @pytest.mark.parametrize("K,d", [(40, 32), (16, 128)])
 def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
-    """kernels.fit through the LaunchConfig switch (10 iterations, graph-captured) against the same fit with the
+    """turbo_gmm.fit through the LaunchConfig switch (10 iterations, graph-captured) against the same fit with the
     Triton one-pass kernel and against float64 EM: ell, variances and means no further from float64 EM than
     twice the Triton fit's distance (or 1e-6), and at d = 32 the two fits within 1e-5 of each other in ell per
     point."""
     import dataclasses
 
-    import kernels
-    from kernels.dispatch import launch_config
+    import turbo_gmm
+    from turbo_gmm.dispatch import launch_config
 
     X, w, m, v = problem(8000, K, d, seed=2)
     (rw, rm, rv), rlls = ref.em(X.cpu().numpy(), w, m, v, 10)
@@ -159,7 +159,7 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
     for switch in (0, 1):
         cfg = dataclasses.replace(launch_config("one_pass", K, d), warp_specialized_one_pass=switch,
                                   warp_specialized_one_pass_rows=0)
-        r = kernels.fit(X, (w, m, v), 10, algorithm="one_pass", config=cfg)
+        r = turbo_gmm.fit(X, (w, m, v), 10, algorithm="one_pass", config=cfg)
         assert r.kernel == ("one_pass_ws" if switch else "one_pass")
         fits.append(r)
         errors.append([float(np.max(np.abs(got.double().cpu().numpy() - want) / np.abs(want)))
@@ -186,8 +186,8 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
 ], ids=["K_pad 64 at d_pad 128", "d not a multiple of 4", "d_pad 16", "K_pad 256", "K_pad 128 at d_pad 64", "ieee",
         "on the CPU"])
 def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
-    from kernels.lift import pow2_at_least_16
-    from kernels.one_pass_ws import one_pass_statistics_ws, refusal
+    from turbo_gmm.lift import pow2_at_least_16
+    from turbo_gmm.one_pass_ws import one_pass_statistics_ws, refusal
 
     X = torch.zeros(10, d)
     W, b = torch.zeros(2 * pow2_at_least_16(d), pow2_at_least_16(K)), torch.zeros(pow2_at_least_16(K))
@@ -201,7 +201,7 @@ def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
 
 def test_a_row_stride_tma_cannot_take_is_refused():
     """TMA needs rows 16-byte aligned: a view with a row stride of 33 floats is refused whatever its width."""
-    from kernels.one_pass_ws import refusal
+    from turbo_gmm.one_pass_ws import refusal
 
     X = torch.zeros(10, 33)[:, :32]
     assert "d a multiple of 4" in refusal(X, torch.zeros(64, 64))
@@ -211,7 +211,7 @@ def test_a_row_stride_tma_cannot_take_is_refused():
 def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(precision):
     """ieee anywhere, tf32x3 off Hopper (the interpreter on the CPU) or at a d it refuses (d = 30 on a GPU):
     the Triton kernel runs, the same sums as with the switch off."""
-    from kernels.one_pass import one_pass_statistics
+    from turbo_gmm.one_pass import one_pass_statistics
 
     K, d = 40, 30 if torch.cuda.is_available() else 32
     X, w, m, v = problem(70, K, d)
@@ -236,7 +236,7 @@ def test_the_overlapped_consumers_give_the_default_consumers_sums(N, K, weighted
     they add: the default consumers' sums (one float64 commit per consumer: equal up to the atomics' order).
     "one tile": the second consumer has none (its look-ahead reads a stage nothing loads, and is discarded);
     "deep ring": ~70 tiles per program through the six-stage ring; at K_pad 64 the option leaves the default."""
-    from kernels.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(N, K, 32, seed=5)
     ws = _lifted_workspace(X, w, m, v)
@@ -252,7 +252,7 @@ def test_the_overlapped_consumers_take_d_pad_32_at_k_pad_16_and_32():
     """Where _consume_overlapped compiles without spills (d_pad 32, K_pad 16 and 32; at 64 its look-ahead's
     operands spilled 393 SASS loads and stores), with six ring stages under the H200's limit; never with the
     ping-pong schedule; elsewhere the option compiles the kernel as without it."""
-    from kernels import one_pass_ws as ows
+    from turbo_gmm import one_pass_ws as ows
 
     assert [(k, d) for d, ks in ows.K_PADS.items() for k in ks if ows.overlaps(k, d)] == [(16, 32), (32, 32)]
     assert not ows.overlaps(32, 32, pingpong=True)
@@ -267,7 +267,7 @@ def test_the_overlapped_consumers_take_d_pad_32_at_k_pad_16_and_32():
 def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
     """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
     (K_pad, d_pad) = (128, 32); the plan leaves the compiler's scratch margin under the H200's per-program limit."""
-    from kernels import one_pass_ws as ows
+    from turbo_gmm import one_pass_ws as ows
 
     plans = {(k, d): ows.shared_plan(k, d) for d, ks in ows.K_PADS.items() for k in ks}
     assert [k for k, p in plans.items() if p["GAMMA_BUFFERS"] == 1] == [(128, 32)]
@@ -280,7 +280,7 @@ def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
 def test_register_split_fills_the_multiprocessor():
     """setmaxnreg's split: the launch's registers a thread times the 12 warps, and the loader's warpgroup plus the
     two consumers' after setmaxnreg, within the multiprocessor's 65536; 168 at launch, 240 a consumer."""
-    from kernels import one_pass_ws as ows
+    from turbo_gmm import one_pass_ws as ows
 
     assert (ows.LAUNCH_REGISTERS, ows.CONSUMER_REGISTERS) == (168, 240)
     assert 128 * (ows.CONSUMERS + 1) * ows.LAUNCH_REGISTERS <= ows.REGISTERS
@@ -294,7 +294,7 @@ def test_the_hopper_switch_turns_each_ws_kernel_off_and_says_so(module, monkeypa
     and unset or 1 leaves their own refusals in place."""
     import importlib
 
-    from kernels.launch import HOPPER_KERNELS_SWITCH, LaunchConfig
+    from turbo_gmm.launch import HOPPER_KERNELS_SWITCH, LaunchConfig
 
     refusal = importlib.import_module(f"kernels.{module}").refusal
     X, W = torch.zeros(10, 32), torch.zeros(64, 64)

@@ -1,6 +1,6 @@
 """The float32 lift's error bound (kernels/precision.py) against measurements: Appendix C's case study, the
 kernels' form with tf32x3's split, planted near-constant features (issue 20) where tf32x3 leaves float64 EM
-and fp64 follows it step by step, the warning of kernels.fit, and GaussianMixture(precision="auto")."""
+and fp64 follows it step by step, the warning of turbo_gmm.fit, and GaussianMixture(precision="auto")."""
 import csv
 import warnings
 from pathlib import Path
@@ -13,14 +13,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.preprocessing import StandardScaler
 
-import kernels
-from kernels import precision as precision_module
-from kernels import reference as ref
-from kernels.datasets import generating_mixture, make_dataset
-from kernels.estimator import GaussianMixture
-from kernels.precision import (LIFT_ERROR_CONSTANT, SCORE_TOLERANCE, U32, Float32LiftWarning, column_extremes,
+import turbo_gmm
+from turbo_gmm import precision as precision_module
+from turbo_gmm import reference as ref
+from turbo_gmm.datasets import generating_mixture, make_dataset
+from turbo_gmm.estimator import GaussianMixture
+from turbo_gmm.precision import (LIFT_ERROR_CONSTANT, SCORE_TOLERANCE, U32, Float32LiftWarning, column_extremes,
                                data_radius, fp64_costs_nothing, lift_error_bound)
-from kernels.tests.conftest import DEVICE
+from turbo_gmm.tests.conftest import DEVICE
 
 CONDITIONING_CSV = Path(__file__).resolve().parents[2] / "results" / "h200" / "conditioning.csv"
 
@@ -119,7 +119,7 @@ def test_radius_is_the_data_range_about_the_center_and_follows_in_place_writes()
 
 @pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (1.0, 1e3), (1.0, -1e4)])
 def test_fit_warns_where_tf32x3_leaves_float64_em_and_fp64_follows_it(scale, offset):
-    """Planted near-constant features (scaled, offset): kernels.fit under tf32x3 warns and its log-likelihoods
+    """Planted near-constant features (scaled, offset): turbo_gmm.fit under tf32x3 warns and its log-likelihoods
     leave float64 EM's by over 1e-5 relative; fp64 neither warns nor leaves them (1e-9 relative at every iteration).
     The fp64 lift cancels the same terms at u = 2^-53: at scale 10 (B ~ 1e11) it is off by 8e-5 in ell, at
     scale 1e3 (B ~ 1e15) by 0.16, so the planted data are not scaled up here."""
@@ -131,12 +131,12 @@ def test_fit_warns_where_tf32x3_leaves_float64_em_and_fp64_follows_it(scale, off
     m = m + c
     X = torch.as_tensor(P, device=DEVICE)
     with pytest.warns(Float32LiftWarning, match="initial"):
-        fast = kernels.fit(X, (w, m, v), 6, precision="tf32x3")
+        fast = turbo_gmm.fit(X, (w, m, v), 6, precision="tf32x3")
     got = fast.log_likelihoods.cpu().numpy()
     assert np.abs(got - want).max() > 1e-5 * np.abs(want).max()  # 100x test_em's float32 tolerance (1e-7 measured)
     with warnings.catch_warnings():
         warnings.simplefilter("error", Float32LiftWarning)
-        exact = kernels.fit(X, (w, m, v), 6, precision="fp64")
+        exact = turbo_gmm.fit(X, (w, m, v), 6, precision="fp64")
     np.testing.assert_allclose(exact.log_likelihoods.cpu().numpy(), want, rtol=1e-9)
     np.testing.assert_allclose(exact.variances.cpu().numpy(), rv, rtol=1e-6)
 
@@ -146,12 +146,12 @@ def test_fit_does_not_warn_on_generator_data_and_can_be_told_not_to_check():
     w, m, v = (torch.as_tensor(a) for a in _start(X.double().numpy(), 4))
     with warnings.catch_warnings():
         warnings.simplefilter("error", Float32LiftWarning)
-        kernels.fit(X.to(DEVICE), (w, m, v), 3, precision="tf32x3")
+        turbo_gmm.fit(X.to(DEVICE), (w, m, v), 3, precision="tf32x3")
         P = torch.as_tensor(_planted(), device=DEVICE)
         (w, m, v), _ = ref.em(P.double().cpu().numpy(), *_start(P.double().cpu().numpy(), 3), 2)
-        kernels.fit(P, (w, m, v), 1, precision="ieee", lift_check=False)
+        turbo_gmm.fit(P, (w, m, v), 1, precision="ieee", lift_check=False)
     with pytest.warns(Float32LiftWarning):
-        kernels.fit(P, (w, m, v), 1, precision="ieee")
+        turbo_gmm.fit(P, (w, m, v), 1, precision="ieee")
 
 
 def _matches_scikit_learn(X32, K, covariance_type, precision="auto"):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import reference as ref
-from kernels.launch import LaunchConfig
-from kernels.tests.conftest import (ALGORITHMS, assert_close_rel, assert_per_component_close, assert_statistics_close,
+from turbo_gmm import reference as ref
+from turbo_gmm.launch import LaunchConfig
+from turbo_gmm.tests.conftest import (ALGORITHMS, assert_close_rel, assert_per_component_close, assert_statistics_close,
                                     kernel_statistics, per_component_scales, problem)
 
 RTOL = 2e-5  # fp32 accumulation over ~1e3 rows; tf32x3 is fp32-accurate

@@ -8,13 +8,13 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from kernels.datasets import make_dataset
-from kernels import GaussianMixture
-from kernels import reference as ref
-from kernels.estep import BlockStatistics
-from kernels.streaming import (FILL_THREADS, _fill, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
+from turbo_gmm.datasets import make_dataset
+from turbo_gmm import GaussianMixture
+from turbo_gmm import reference as ref
+from turbo_gmm.estep import BlockStatistics
+from turbo_gmm.streaming import (FILL_THREADS, _fill, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
                                streamed_statistics)
-from kernels.tests.conftest import (DEVICE, assert_per_component_close, assert_statistics_close, per_component_scales,
+from turbo_gmm.tests.conftest import (DEVICE, assert_per_component_close, assert_statistics_close, per_component_scales,
                                     problem)
 
 N, K, D = 1023, 7, 5

@@ -6,8 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import tf32x3
-from kernels.tests.conftest import DEVICE, PRECISIONS
+from turbo_gmm import tf32x3
+from turbo_gmm.tests.conftest import DEVICE, PRECISIONS
 
 
 def tf32_round_half_away(x):

@@ -5,11 +5,11 @@ import torch
 from sklearn.mixture import GaussianMixture
 from sklearn.mixture._gaussian_mixture import _estimate_gaussian_parameters, _estimate_log_gaussian_prob
 
-import kernels.tied as kt
-from kernels import reference_full as rf
-from kernels.launch import LaunchConfig
-from kernels.tests.conftest import assert_close_rel
-from kernels.tests.test_full import as_np, full_problem, tensors
+import turbo_gmm.tied as kt
+from turbo_gmm import reference_full as rf
+from turbo_gmm.launch import LaunchConfig
+from turbo_gmm.tests.conftest import assert_close_rel
+from turbo_gmm.tests.test_full import as_np, full_problem, tensors
 
 ALGORITHMS = ["one_pass", "two_pass"]
 SMALL_TILES = LaunchConfig(block_n=32, block_k=16, programs_per_sm=1)

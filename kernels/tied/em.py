@@ -20,22 +20,22 @@ import math
 
 import torch
 
-from kernels.dispatch import launch_config
-from kernels.em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center, resolve_algorithm
-from kernels.full.em import FitResult, StepResult, check_parameters
-from kernels.full.loop import GraphedFit, cached
-from kernels.full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
-from kernels.lift import SENTINEL
-from kernels.reference_full import ILL_DEFINED_COVARIANCE
-from kernels.tied.one_pass import one_pass_statistics
-from kernels.tied.two_pass import two_pass_statistics
+from ..dispatch import launch_config
+from ..em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center, resolve_algorithm
+from ..full.em import FitResult, StepResult, check_parameters
+from ..full.loop import GraphedFit, cached
+from ..full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
+from ..lift import SENTINEL
+from ..reference_full import ILL_DEFINED_COVARIANCE
+from .one_pass import one_pass_statistics
+from .two_pass import two_pass_statistics
 
 SCATTER_ROWS = 1 << 18  # rows per float64 chunk of the scatter
 
 
 def tied_parameters(weights, means, U, center, k_pad: int, d_pad: int, precision: str):
     """(Uz, uz_lo, V, v_lo, bt): U (d_pad, d_pad) and nu^T = ((mu - c) U)^T (d_pad, k_pad) host-split
-    (kernels.full.parameters.split_tf32) with their low halves' offsets, bt (k_pad,) float32."""
+    (turbo_gmm.full.parameters.split_tf32) with their low halves' offsets, bt (k_pad,) float32."""
     K, d = means.shape
     f64, dev = torch.float64, U.device
     Uz = torch.zeros(d_pad, d_pad, dtype=f64, device=dev)

@@ -11,10 +11,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat, tf32x3
-from kernels.full.tiles import row_weights
-from kernels.launch import program_count
-from kernels.tied.tiles import tied_score, whitened_tile
+from .. import interpreter_compat, tf32x3
+from ..full.tiles import row_weights
+from ..launch import program_count
+from .tiles import tied_score, whitened_tile
 
 interpreter_compat.install()
 
@@ -54,7 +54,7 @@ def _tied_one_pass_kernel(
 
 def one_pass_statistics(X, center, sample_weight, params, k_pad: int, precision: str, cfg):
     """(table (1 + d_pad, k_pad) float64 = [n | s^T] about the center, ell) of one tied E-step by Algorithm 2.
-    params = :func:`kernels.tied.em.tied_parameters`; cfg a kernels.launch.LaunchConfig (diag's tiles)."""
+    params = :func:`turbo_gmm.tied.em.tied_parameters`; cfg a turbo_gmm.launch.LaunchConfig (diag's tiles)."""
     N, d = X.shape
     d_pad = center.shape[0]
     n_tiles = triton.cdiv(N, cfg.block_n)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels import tf32x3
-from kernels.full.tiles import centered_tile, load_split
+from .. import tf32x3
+from ..full.tiles import centered_tile, load_split
 
 
 @triton.jit

@@ -10,11 +10,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import interpreter_compat, tf32x3
-from kernels.full.tiles import row_weights
-from kernels.launch import program_count, statistics_grid
-from kernels.lift import SENTINEL
-from kernels.tied.tiles import tied_score, whitened_tile
+from .. import interpreter_compat, tf32x3
+from ..full.tiles import row_weights
+from ..launch import program_count, statistics_grid
+from ..lift import SENTINEL
+from .tiles import tied_score, whitened_tile
 
 interpreter_compat.install()
 
@@ -69,7 +69,7 @@ def _tied_statistics_kernel(
 
 
 def two_pass_statistics(X, center, sample_weight, params, k_pad: int, precision: str, cfg, L_buffer=None):
-    """Same contract as :func:`kernels.tied.one_pass.one_pass_statistics`; ``L_buffer`` (N,) float32 scratch."""
+    """Same contract as :func:`turbo_gmm.tied.one_pass.one_pass_statistics`; ``L_buffer`` (N,) float32 scratch."""
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)

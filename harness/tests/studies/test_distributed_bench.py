@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from harness.tests.conftest import REPO
-from kernels import fit
-from kernels import reference as ref
-from kernels.datasets import make_dataset, shared_init
+from turbo_gmm import fit
+from turbo_gmm import reference as ref
+from turbo_gmm.datasets import make_dataset, shared_init
 
 N, K, D, SEED, N_ITER = 1023, 3, 33, 2, 4
 
@@ -32,7 +32,7 @@ def _torchrun(tmp_path, nproc, interpret, *extra):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test: CPU only (the NCCL test covers the GPU)")
 def test_two_gloo_ranks_give_the_single_process_kernel_fit(tmp_path):
-    """Kernels in the Triton interpreter on both ranks vs kernels.fit on the whole X.
+    """Kernels in the Triton interpreter on both ranks vs turbo_gmm.fit on the whole X.
     Each kernel program sums its rows in float32 before the float64 commit, so other
     row partitions round differently: agreement to ~1e-6 of each parameter's scale
     (measured 2e-6 at worst after 4 iterations), tested at 1e-5. The float64 path
