@@ -3,11 +3,11 @@
 Library calls only (torch, fp32 matmuls with TF32 off, set by the worker: as
 accurate as the kernels' tf32x3). Per iteration: the N x d temporary X*X is
 written; the lifted score S = [X | X*X] W + b is written to memory as two
-products into one N x K array (the lift of turbo_gmm.lift, split at the bar);
+products into one N x K array (the lift of turbo_gmm.diag.lift, split at the bar);
 S is normalized in memory by a row log-sum-exp into a second N x K array Gamma;
 Gamma is read back once per statistic: n = Gamma.sum(0), s = Gamma^T X,
 u = Gamma^T (X*X). Every rung shares the lift and the float64 M-step of
-turbo_gmm.mstep, so the ladder varies dataflow, not arithmetic. X is used as the
+turbo_gmm.diag.mstep, so the ladder varies dataflow, not arithmetic. X is used as the
 harness gives it (already centered), as Algorithm 1 does; no in-kernel shift.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def available() -> str | None:
 
 def lifted(weights, means, variances):
     """(W (2d, K), b (K,)) float32: the unpadded lift, shared with the kernels."""
-    from turbo_gmm.lift import lift
+    from turbo_gmm.diag.lift import lift
 
     K, d = means.shape
     return lift(weights, means, variances, K, d)
@@ -63,8 +63,8 @@ def statistics(X: torch.Tensor, weights, means, variances):
 
 
 def materializing_prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict, estep, info: dict):
-    """The fit loop shared by rungs A1 and A2: estep -> float64 M-step of turbo_gmm.mstep."""
-    from turbo_gmm.mstep import mstep
+    """The fit loop shared by rungs A1 and A2: estep -> float64 M-step of turbo_gmm.diag.mstep."""
+    from turbo_gmm.diag.mstep import mstep
 
     N, d = X.shape
     K = init.means.shape[0]

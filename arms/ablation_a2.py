@@ -1,6 +1,6 @@
 """Ablation rung A2: A1 with the score fused into one Triton kernel (paper §5.4, Appendix D).
 
-turbo_gmm.fused_score computes S from X with X*X formed in registers (tf32x3 dot)
+arms.ablation_fused_score computes S from X with X*X formed in registers (tf32x3 dot)
 and writes S; normalization and the statistics are A1's library calls, Gamma
 still materialized. u is reduced over bounded row chunks, so the N x d X*X
 temporary of A1 never exists: the only memory this rung sheds. Needs a GPU, or
@@ -25,8 +25,8 @@ def available() -> str | None:
 
 def statistics(X: torch.Tensor, weights, means, variances, precision: str = "tf32x3"):
     """One E-step of rung A2 at the given parameters: (n, s, u, ll)."""
-    from turbo_gmm.fused_score import fused_score
-    from turbo_gmm.lift import lift, pow2_at_least_16
+    from arms.ablation_fused_score import fused_score
+    from turbo_gmm.diag.lift import lift, pow2_at_least_16
 
     K, d = means.shape
     d_pad = pow2_at_least_16(d)

@@ -1,6 +1,6 @@
 """Ablation rung A3: E- and M-steps fused, two sweeps of the component axis (Algorithm 3).
 
-The kernels of kernels/two_pass.py through ``turbo_gmm.fit`` (forced to
+The kernels of kernels/diag/two_pass.py through ``turbo_gmm.fit`` (forced to
 ``two_pass``), as the Turbo-GMM arm runs them: Gamma never materialized, the
 score recomputed in the second sweep. Rung A4 (arms/ablation_a4.py) is the same
 with ``one_pass``. Needs a GPU, or TRITON_INTERPRET=1 on the CPU.
@@ -23,7 +23,7 @@ def available() -> str | None:
 def fused_statistics(algorithm: str, X, weights, means, variances, precision: str = "tf32x3"):
     """One E-step of Algorithm 2 or 3 on uncentered X: (n, s, u, ll) unpadded."""
     from turbo_gmm.dispatch import launch_config
-    from turbo_gmm.em import Workspace, estep_statistics
+    from turbo_gmm.diag.em import Workspace, estep_statistics
 
     K, d = means.shape
     ws = Workspace(X, K, algorithm)  # center zero: statistics of X itself

@@ -1,4 +1,4 @@
-"""Ablation rung A4: the single sweep of the component axis (Algorithm 2), kernels/one_pass.py.
+"""Ablation rung A4: the single sweep of the component axis (Algorithm 2), kernels/diag/one_pass.py.
 
 Where the loop-carried state does not fit on chip the compiler refuses the
 launch and the harness records ``fail (OutOfResources)``; figures and the claims

@@ -33,7 +33,7 @@ def prepare(X, init, n_iter, opts):
     import torch
 
     import turbo_gmm
-    from turbo_gmm.em import data_center, warn_if_lift_inexact
+    from turbo_gmm.diag.em import data_center, warn_if_lift_inexact
     from turbo_gmm.records import Fit
 
     algorithm = opts.get("algorithm", "auto")
@@ -60,7 +60,7 @@ def _prepare_full(X, init, n_iter, opts, algorithm, precision):
     import torch
 
     from turbo_gmm import full
-    from turbo_gmm.em import data_center, warn_if_lift_inexact
+    from turbo_gmm.diag.em import data_center, warn_if_lift_inexact
     from turbo_gmm.records import Fit
 
     params = (torch.as_tensor(init.weights, device=X.device), torch.as_tensor(init.means, device=X.device),

@@ -9,7 +9,7 @@ Reads every ``*.raw.csv`` (``ncu --csv --page raw`` of one launch, as results/<d
 and that README's table for each file's shape and commit, and a ``*.source.csv.gz`` beside a raw CSV where
 there is one (``ncu --csv --page source --print-source sass``, gzipped); writes counters.md beside the ncu folder.
 A warp-specialized kernel's one-warp loader partition gets a warpgroup of its own, whose three other warps wait at
-the join's ``BAR.SYNC`` through the whole sweep (3 of 12 warps in kernels/one_pass_ws.py, 3 of 8 in two_pass_ws.py):
+the join's ``BAR.SYNC`` through the whole sweep (3 of 12 warps in kernels/diag/one_pass_ws.py, 3 of 8 in two_pass_ws.py):
 ncu counts their samples as "barrier" stalls although they take no issue slot, so the raw page's barrier share
 says little about the warps that work.
 On Hopper the tensor cores and the float64 CUDA cores issue through one pipe (sm__pipe_shared_cycles:

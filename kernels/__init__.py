@@ -1,14 +1,18 @@
-"""Turbo-GMM: fused Triton kernels for diagonal-covariance Gaussian-mixture EM.
+"""Turbo-GMM: Gaussian-mixture EM on fused Triton kernels, with scikit-learn's API.
 
-``em_step`` runs one iteration, ``fit`` a fixed number; ``choose_algorithm``
-is the dispatch rule between Algorithm 2 (one sweep) and Algorithm 3 (two passes).
-``GaussianMixture`` is the scikit-learn-compatible estimator on top of them.
-"""
+``GaussianMixture`` is the estimator (full, tied, diag and spherical covariances, GPU or CPU); ``fit`` and
+``em_step`` run EM on diagonal covariances directly on device tensors; ``choose_algorithm`` and
+``LaunchConfig`` are the kernels' dispatch rule and launch knobs. Full and tied covariances' own kernel
+entry points are in ``turbo_gmm.full`` and ``turbo_gmm.tied``; ``turbo_gmm.streaming`` and
+``turbo_gmm.distributed`` fit data larger than the device or spread over ranks. Everything else is internal."""
 import importlib
 
-_PUBLIC = {"em_step": ".em", "fit": ".em", "StepResult": ".em", "FitResult": ".em",
+__version__ = "0.2.0"
+
+_PUBLIC = {"em_step": ".diag.em", "fit": ".diag.em", "StepResult": ".diag.em", "FitResult": ".diag.em",
            "choose_algorithm": ".dispatch", "LaunchConfig": ".launch",
-           "GaussianMixture": ".estimator"}
+           "GaussianMixture": ".mixture", "Float32LiftWarning": ".diag.precision",
+           "Float32RangeError": ".diag.em", "IllDefinedCovarianceError": ".diag.mstep"}
 
 __all__ = list(_PUBLIC)
 
@@ -20,3 +24,7 @@ def __getattr__(name):
     if name in _PUBLIC:
         return getattr(importlib.import_module(_PUBLIC[name], __name__), name)
     raise AttributeError(f"module 'turbo_gmm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

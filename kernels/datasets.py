@@ -1,19 +1,9 @@
 """Seeded synthetic data and the shared initialization, identical on every device.
 
-X is drawn from a random K-component diagonal GMM with a counter-based generator
-(SplitMix64 on int64 tensors, Box-Muller in float64) so the same (shape, seed)
-gives the same X on a GPU and on a CPU up to the last bit of a libm call: a fit
-made on the H200 can be re-scored later on a laptop. X is centered (the lifted
-score loses relative accuracy as data move away from the origin: paper Appendix C,
-measured by harness/studies/conditioning.py) and generated in row chunks so the
-temporaries stay small next to X itself.
-
-This is the ground floor's module because its users stand on every floor above
-it: the harness's cells and studies, the arms' and the gate's tests, and the
-library's own tests and data-parallel EM (a rank generates only its shard,
-:func:`generate_rows`). It imports nothing of the project but
-:mod:`turbo_gmm.records`.
-"""
+X is drawn from a random K-component diagonal GMM with a counter-based generator (SplitMix64 on int64,
+Box-Muller in float64), so the same (shape, seed) gives the same X on a GPU and a CPU (up to libm's last
+bit), in row chunks, centered. A rank of data-parallel EM generates only its shard (:func:`generate_rows`).
+Imports nothing of the library but :mod:`turbo_gmm.records`, so users on every floor can import it."""
 from __future__ import annotations
 
 import math
@@ -97,12 +87,8 @@ def make_dataset(N: int, K: int, d: int, seed: int, device="cpu") -> Dataset:
 
 
 def generate_rows(K: int, d: int, seed: int, r0: int, r1: int, device="cpu") -> torch.Tensor:
-    """Rows [r0, r1) of make_dataset(N, K, d, seed)'s X *before* centering (float32).
-
-    The generator is counter-based, so any slice can be drawn on its own: a rank
-    of a data-parallel fit generates only its shard, and subtracting the global
-    column mean (float64 sum / N, cast to float32, as make_dataset does) gives
-    make_dataset's rows."""
+    """Rows [r0, r1) of make_dataset(N, K, d, seed)'s X before centering (float32): the generator is
+    counter-based, so a rank draws only its shard and subtracting the global mean gives make_dataset's rows."""
     validate_shape(K, K, d)  # K and d are integers >= 1
     if not 0 <= r0 <= r1:
         raise ValueError(f"row range [{r0}, {r1}) is not a range")
@@ -115,13 +101,8 @@ def generate_rows(K: int, d: int, seed: int, r0: int, r1: int, device="cpu") -> 
 
 
 def shared_init(X: torch.Tensor, K: int, seed: int, covariance_type: str = "diag") -> Init:
-    """The one initialization every arm starts from.
-
-    weights 1/K; means = K distinct rows of X chosen by a seeded NumPy generator;
-    every component's variances = the per-dimension variance of X (float64); for
-    ``covariance_type="full"`` also every component's covariance = the covariance of X
-    (float64, population form, so its diagonal is the variances).
-    """
+    """The one initialization every arm starts from: weights 1/K, means K distinct rows of X (seeded), every
+    variance X's per-dimension variance; for "full" also X's covariance (population form)."""
     if covariance_type not in ("diag", "full"):
         raise ValueError(f"covariance_type must be 'diag' or 'full', got {covariance_type!r}")
     N, d = X.shape

@@ -1,17 +1,66 @@
-"""Which algorithm runs where: Algorithm 2 while the component axis fits on chip.
+"""The one rule: what every covariance family runs with, decided here and nowhere else.
 
-The rule is measured, not derived (paper §5.2): the single sweep's loop-carried
-state is Theta(K_pad * d_pad) and register pressure binds before shared-memory
-capacity does, so the boundary is a property of the device and the compiler.
-"""
+========================  ====================================  =========================================
+decision                  diag, spherical, tied                 full
+========================  ====================================  =========================================
+precision                 :func:`initial_precision`, then per iteration :func:`auto_precision`
+                          (the float32 lift's error bound)      (kept: float32 kernels or fp64 torch ops)
+algorithm (one/two pass)  :func:`choose_algorithm` (measured    :func:`full_algorithm` (K_pad d_pad^2
+                          register/shared-memory boundary)      against the L2)
+dataflow                  the lift (tied: on whitened rows)     :func:`full_dataflow` (the products)
+launch config             :func:`launch_config`                 :func:`full_launch_config`
+========================  ====================================  =========================================
+
+:func:`resolve_algorithm` turns a user's ``algorithm="auto"`` into one of :data:`ALGORITHMS` for any family.
+The thresholds were measured on an H200 (the benchmarks in ``harness/studies`` re-measure them); where a GPU
+has no measured rule the paper's A100 rule applies."""
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
-from .launch import LaunchConfig
-from .lift import FP64, pow2_at_least_16
+from .launch import FullConfig, LaunchConfig, pow2_at_least_16
 
-ALGORITHMS = ("one_pass", "two_pass")
+# ---------------------------------------------------------------------------------------------- precision
+FP64 = "fp64"  # lift, score, normalizer and sums in float64 (DMMA on sm_80+)
+FLOAT32_PRECISIONS = ("tf32x3", "ieee")  # the precisions that score through the float32 lift
+PRECISIONS = (*FLOAT32_PRECISIONS, FP64)
+AUTO_PRECISIONS = ("tf32x3", FP64)  # precision="auto": within the float32 lift's tolerance, beyond it
+# The score error a float32 fit may carry: exp(0.05) - 1 = 5% on a responsibility at the worst row. Data sets
+# where float32 EM follows float64 measured at most 0.014; those where it does not, three decades above.
+SCORE_TOLERANCE = 0.05
+# Up to this much score work per sweep (N K d) an fp64 iteration costs what a tf32x3 one does: both sit at
+# the kernels' launch floor, so "auto" takes float64 (scikit-learn's arithmetic) for the whole fit.
+FP64_FLOOR_WORK = 2**25
+# Full and tied have no float64 kernels; their float64 E-step is batched torch products whose time launches,
+# not N K d^2 work, set up to this much (and (N, K, d) temporaries of at most FP64_FLOOR_WORK numbers).
+MATRIX_FP64_FLOOR_WORK = 2**27
+
+
+def fp64_costs_nothing(N: int, K: int, d: int, covariance_type: str = "diag") -> bool:
+    """Whether a float64 E-step of N rows, K components and d features costs what a float32 one does."""
+    if covariance_type in ("full", "tied") and N * K * d * d > MATRIX_FP64_FLOOR_WORK:
+        return False
+    return N * K * d <= FP64_FLOOR_WORK
+
+
+def initial_precision(precision: str, N: int, K: int, d: int, covariance_type: str) -> tuple[str, bool]:
+    """(the precision a fit starts with, whether it is re-chosen every iteration by :func:`auto_precision`)."""
+    if precision != "auto":
+        return precision, False
+    if fp64_costs_nothing(N, K, d, covariance_type):
+        return FP64, False
+    return AUTO_PRECISIONS[0], covariance_type not in ("full", "tied")
+
+
+def auto_precision(lift_error_bound: float) -> str:
+    """tf32x3 while the float32 lift's error bound (``diag.precision.lift_error_bound``) is within tolerance."""
+    return AUTO_PRECISIONS[lift_error_bound > SCORE_TOLERANCE]
+
+
+# ---------------------------------------------------------------------------------------------- algorithm
+ALGORITHMS = ("one_pass", "two_pass")  # Algorithm 2 (one sweep) and Algorithm 3 (normalizer, then statistics)
 
 
 def a100_rule(k_pad: int, d_pad: int) -> bool:
@@ -22,34 +71,12 @@ def a100_rule(k_pad: int, d_pad: int) -> bool:
 def h200_rule(k_pad: int, d_pad: int) -> bool:
     """One pass iff K_pad * d_pad <= 8192 with K_pad <= 128, or K_pad * d_pad <= 4096.
 
-    Measured by ``experiment=dispatch`` (results/h200/dispatch.csv, kernels of
-    d4b8581, N = 1M, K 16..1024 x d 16..128, tf32x3): Algorithm 2 is faster
-    wherever K_pad <= 128 and it launches -- by 1.24x at (64, 32) to 2.0x at
-    (64, 128) -- and at (256, 16) by 1.13x; at (256, 32) the two tie (two passes
-    1.01x faster, 2.33 vs 2.35 ms), so the rule takes Algorithm 3 there. One pass
-    does not launch (shared memory) at (128, 128), (256, 64), (256, 128) and any
-    K >= 512. Unlike the A100's, the (256, 16) probe does not invert.
-    """
+    The one sweep's loop-carried state is Theta(K_pad d_pad), so register pressure, then shared memory,
+    bounds it: where it launches it was 1.24-2.0x faster; at (256, 32) the two tie and two passes are taken."""
     return k_pad * d_pad <= (8192 if k_pad <= 128 else 4096)
 
 
 MEASURED_RULES = {"NVIDIA H200": h200_rule}
-
-# Rows from which Algorithm 2 runs warp-specialized (kernels/one_pass_ws.py, where it takes the sweep: tf32x3 on a
-# Hopper GPU, d a multiple of 4, one_pass_ws.K_PADS; measured at d_pad = 32 below, and at 250K_16_128 on an H100 on
-# 2026-12-05: 0.25 against the Triton kernel's 0.34 ms/iter). On the H200 at 361b4d4
-# (results/h200/kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv, one E-step) it was 1.42x faster than the
-# Triton kernel at 20M_32_32, 1.34x at 4M_32_32, 1.15x at 1M_32_32, 1.25x at 1M_128_32 and 0.63x at 20K_32_32
-# (0.069 vs 0.043 ms: 2.4 row tiles per program). At d085e2d (numerics_dispatch_2026-12-01_d085e2d.csv, same
-# kernels with the 128-tile bound) the Triton kernel was faster up to 500K rows (0.1345 vs 0.1440 ms at 500K,
-# 0.0859 vs 0.1075 at 250K) and the warp-specialized one from 1M (0.2174 vs 0.2363 ms): the ratio, interpolated
-# linearly between 500K and 1M, crosses at ~715 000 rows. Those were single sweeps timed from the host, which
-# count the Gluon launch's host time (its TensorDescriptor) while the GPU waits. Graph-replayed 10-iteration fits,
-# how turbo_gmm.fit runs, after the warp-specialized kernel's instruction cuts (ws_rows_2026-12-02_ceaf113.csv,
-# ms/iter, Triton / warp-specialized): 250K_32_32 0.149-0.186 / 0.113, 500K 0.183-0.191 / 0.150, 1M 0.292 /
-# 0.207; 250K_128_32 0.247 / 0.205, 500K 0.423 / 0.322. The warp-specialized kernel wins from the smallest N
-# measured there; between 20K (where it lost: 2.4 row tiles per program) and 250K it is not measured.
-WS_ONE_PASS_MIN_ROWS = 250_000
 
 
 def device_name() -> str | None:
@@ -57,50 +84,88 @@ def device_name() -> str | None:
 
 
 def choose_algorithm(K: int, d: int, device: str | None = None, precision: str = "tf32x3") -> str:
-    """'one_pass' or 'two_pass' for K components in d dimensions on the named GPU
-    (default: the current one); the paper's A100 rule where none was measured.
+    """The algorithm of the lifted (diag, spherical, tied) kernels.
 
-    Under fp64 the rule is asked at twice d_pad (NOT MEASURED on the H200): the loop-carried state
-    Theta(K_pad * d_pad) is float64, twice the registers and shared memory of the float32 state the
-    rules were measured on, so Algorithm 2 gets half the K_pad * d_pad budget."""
+    Parameters
+    ----------
+    K, d : int
+        Components and features.
+    device : str, optional
+        The GPU's name (``torch.cuda.get_device_name()``); default the current one. The paper's A100 rule
+        applies where none was measured.
+    precision : str
+        Under "fp64" the rule is asked at twice d_pad: float64 state takes twice the registers.
+
+    Returns
+    -------
+    str
+        "one_pass" or "two_pass".
+
+    Examples
+    --------
+    >>> from turbo_gmm import choose_algorithm
+    >>> choose_algorithm(16, 32, device="NVIDIA H200"), choose_algorithm(1024, 32, device="NVIDIA H200")
+    ('one_pass', 'two_pass')"""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     rule = MEASURED_RULES.get(device if device is not None else device_name(), a100_rule)
     return "one_pass" if rule(k_pad, 2 * d_pad if precision == FP64 else d_pad) else "two_pass"
 
 
-def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> LaunchConfig:
-    """Tile shape for a (K, d), measured on the H200 (harness/studies/measure.py, 2026-11-30); wherever
-    kernels/one_pass_ws.py takes the sweep (d_pad 32 with K_pad <= 128, d_pad 64 with K_pad <= 64, d_pad 128 with
-    K_pad <= 32: one_pass_ws.K_PADS) Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows (the Triton
-    tiles below take the sweep under that, off Hopper and under ieee). Past d_pad 32 that was measured on an H100
-    (results/h100_80gb_hbm3/kernel_measure/, 2026-12-05, ms/iter, Triton / warp-specialized at 2f9612d or its
-    kernel's first version): 4M_16_128 3.39 / 1.55-1.64, 4M_32_128 7.39 / 1.68-1.69, 4M_16_64 1.72 / 0.84-0.85,
-    4M_32_64 1.47 / 0.96, 4M_64_64 2.67 / 1.46-1.52, 1M_16_128 0.95 / 0.52, 250K_16_128 0.34 / 0.25.
-    fp64: :func:`fp64_launch_config`.
+# Full: one pass iff its per-program slabs (~K_pad d_pad^2 / 2 sums, 2 programs an SM) fit the L2.
+ONE_PASS_MAX_KD2 = 65536
 
-    tf32x3 splits every dot operand in registers, so the kernels are register
-    bound: fewer rows per tile as the lifted width 2*d_pad or K_pad grows, and no
-    software pipelining at d_pad = 128 where shared memory runs out.
-    """
+
+def full_algorithm(K: int, d: int) -> str:
+    """The full family's algorithm: one pass while its slabs fit the L2 and its tiles are as tall as
+    Algorithm 3's (where they are shorter, the slab's read-modify-write per tile decides for two passes)."""
+    K_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    shorter_tiles = full_launch_config("one_pass", K, d).block_n < full_launch_config("two_pass", K, d).block_n
+    return "one_pass" if K_pad * d_pad ** 2 <= ONE_PASS_MAX_KD2 and not shorter_tiles else "two_pass"
+
+
+def resolve_algorithm(K: int, d: int, algorithm: str, precision: str, covariance_type: str = "diag") -> str:
+    """``algorithm`` checked, "auto" replaced by the family's rule."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if algorithm == "auto":
+        return full_algorithm(K, d) if covariance_type == "full" else choose_algorithm(K, d, precision=precision)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
+    return algorithm
+
+
+# ---------------------------------------------------------------------------------------------- dataflow
+def full_dataflow(d: int) -> str:
+    """The full family's score: the per-component ``products`` at every d. The ``lift`` does ~0.6-0.75x
+    their work but cancels |x|^2-sized terms: under tf32x3 its fits fail the float64 tests."""
+    return "products"
+
+
+# ---------------------------------------------------------------------------------------------- launch
+# Rows from which Algorithm 2 runs warp-specialized (diag/one_pass_ws.py, where it takes the sweep): graph-
+# replayed fits were faster from the smallest N measured, 250K; at 20K (2.4 row tiles a program) slower.
+WS_ONE_PASS_MIN_ROWS = 250_000
+
+
+def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> LaunchConfig:
+    """Tiles of the lifted kernels for a (K, d), tuned on the H200 (``harness.studies.measure``).
+
+    tf32x3 splits every dot operand in registers, so the kernels are register bound: fewer rows per tile
+    as 2 d_pad or K_pad grows, no software pipelining at d_pad = 128 where shared memory runs out. Where
+    diag/one_pass_ws.py takes the sweep, Algorithm 2 runs warp-specialized from WS_ONE_PASS_MIN_ROWS rows."""
     if precision == FP64:
         return fp64_launch_config(algorithm, K, d)
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
-        # one_pass_overlap where one_pass_ws.overlaps (d_pad 32, K_pad 16 or 32): each consumer's next score issued
-        # before this tile's exponentials; on an H100 1-2% faster at 4M and 20M rows, 5-6% at K = 16, 1-2% slower at
-        # 1M_32_32 (results/h100_80gb_hbm3/kernel_measure/one_pass_overlap_{a,b}_2026-12-05_a91e532.csv)
+        # one_pass_overlap: each consumer's next score issued before this tile's exponentials (1-6% faster).
         ws = dict(warp_specialized_one_pass=1, warp_specialized_one_pass_rows=WS_ONE_PASS_MIN_ROWS, one_pass_overlap=1)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **ws)
         if d_pad == 32 and k_pad >= 64:
-            # results/h200/kernel_measure/tune_*_e5c5ab2.csv (2026-11-30): the tiles below need 122 KB (32 rows x 2 stages at
-            # K_pad 128) and 131 KB (64 rows x 3 stages at K_pad 64) of shared memory, so one program fits per SM;
-            # one stage of 32 rows fits two: 1M_128_32 1.09 -> 0.82 ms, 4M_64_32 2.13 -> 2.05 ms per iteration.
+            # one stage of 32 rows fits two programs an SM where the deeper tiles fit one (1.04-1.33x)
             return LaunchConfig(block_n=32, num_warps=4, num_stages=1, **(ws if k_pad <= 128 else {}))
         if d_pad == 64 and k_pad <= 32:
-            # results/h200/kernel_measure/*_2026-11-30_f9e8316.csv, the lift's halves contracted apart: at K_pad 16 a
-            # 168-register cap fits three programs per SM (4M_16_64 1.83 -> 1.62 ms); at K_pad 32, 64 rows
-            # in two stages (4M_32_64 2.24 -> 1.52 ms).
+            # K_pad 16: a 168-register cap fits three programs an SM; K_pad 32: 64 rows in two stages
             if k_pad == 16:
                 return LaunchConfig(block_n=32, num_warps=4, num_stages=1, max_registers=168, programs_per_sm=3, **ws)
             return LaunchConfig(block_n=64, num_warps=4, num_stages=2, **ws)
@@ -110,33 +175,17 @@ def launch_config(algorithm: str, K: int, d: int, precision: str = "tf32x3") -> 
     if d_pad >= 128:
         return LaunchConfig(block_n=32, block_k=16, num_warps=4, num_stages=1)
     if d_pad <= 32:
-        # results/h200/kernel_measure/m_*_2026-11-30_cd90398.csv. Pass 1 at 256 rows x 8 warps: 2.15 -> 1.32 ms at
-        # 1M_512_32, 16.0 -> 9.5 ms at 1M_4096_32. Pass 2 fits two CTAs per SM (240 registers, 115 KB shared
-        # memory), 264 at once; 16 programs per SM = 2112 = 8 full waves, and the component-tile counts of
-        # K = 512, 1024, 4096 (8, 16, 64) all divide it, so no wave runs part-empty: pass 2 at 1M_4096_32
-        # 33.9 ms (2 per SM: 320 programs, 1.2 waves) -> 29.2 (4: 576, 2.2) -> 23.5 (16: 2112, 8);
-        # 1M_1024_32 6.22 -> 6.16 ms (4 -> 16 per SM); 1M_512_32 unchanged. At d_pad = 32 pass 2 is the
-        # warp-specialized kernel (kernels/two_pass_ws.py; kernel_measure/ws_pass2_2026-11-30_0b70456.jsonl, pass 2 alone):
-        # 2.29 -> 1.70 ms at 1M_512_32, 4.40 -> 3.28 at 1M_1024_32, 16.9 -> 12.2 at 1M_4096_32; 16 per SM
-        # as the Triton pass (at 2 per SM its float32 accumulators sum 8x more rows: s, u errors 6x larger).
+        # Pass 1 at 256 rows x 8 warps; pass 2 (warp-specialized at d_pad 32) at 16 programs an SM: 2112 on
+        # 132 SMs, which the component-tile counts of K = 512, 1024, 4096 divide, so no wave runs part-empty.
         return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=256, normalizer_warps=8, warp_specialized_pass2=int(d_pad == 32))
     return LaunchConfig(block_n=64, block_k=64, num_warps=4, num_stages=2)
 
 
 def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
-    """Tiles for precision fp64: float64 doubles the registers of every operand and accumulator, and the
-    products are mma.sync (DMMA), not wgmma, so no warp-specialized kernel. Measured on the H200 at 621461b
-    (kernel_measure/fp64_tiles_one_pass_2026-12-01_621461b.csv, 10-iteration graphed fits; the sm_90 offline
-    compile's spill-free tiles were the starting points): Algorithm 2 up to K_pad * d_pad = 1024 at 64 rows,
-    4 warps, 2 stages (20M_32_32 14.0 -> 8.6 ms, 4M_32_32 2.90 -> 1.77, 4M_64_16 2.24 -> 2.04, against 32
-    rows); at K_pad >= 128, 64 rows in 8 warps and 3 stages (1M_128_32 1.62 -> 1.51); at d_pad >= 128, 32 rows,
-    4 warps, 3 stages (4M_16_128 6.16 -> 4.91); else 64 rows, 4 warps, 1 stage, spills and all (at bc62f9f,
-    kernel_measure/fp64_tiles_one_pass{,_b}_2026-12-02_bc62f9f.csv: 4M_64_32 8.71 -> 3.24 ms with 42 B spilled,
-    4M_32_64 6.08 -> 3.51, against 16 rows; 32 or 128 rows slower at both). Algorithm 3 at d_pad <= 32: pass 2 at
-    64 x 32 tiles, pass 1 at 128 rows x 32 components in 8 warps (fp64_tiles_two_pass_*: within 1.3% of the best of
-    five at 1M_256_32, 1M_1024_32, 1M_4096_32). sum_tiles = 0: float64 running sums need no bound
-    (turbo_gmm.lift.accumulate_statistics)."""
+    """Tiles under fp64: float64 doubles every operand's registers and the products are mma.sync (DMMA), so
+    no warp-specialized kernel; float64 running sums need no bound (sum_tiles=0). Tuned on the H200 from
+    the spill-free tiles of an offline sm_90 compile."""
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     if algorithm == "one_pass":
         if k_pad * d_pad <= 1024:
@@ -145,8 +194,50 @@ def fp64_launch_config(algorithm: str, K: int, d: int) -> LaunchConfig:
             return LaunchConfig(block_n=64, num_warps=8, num_stages=3, sum_tiles=0)
         if d_pad >= 128:
             return LaunchConfig(block_n=32, num_warps=4, num_stages=3, sum_tiles=0)
-        return LaunchConfig(block_n=64, num_warps=4, num_stages=1, sum_tiles=0)
+        return LaunchConfig(block_n=64, num_warps=4, num_stages=1, sum_tiles=0)  # spills, yet fastest
     if d_pad <= 32:
         return LaunchConfig(block_n=64, block_k=32, num_warps=4, num_stages=2, programs_per_sm=16,
                             normalizer_block_n=128, normalizer_block_k=32, normalizer_warps=8, sum_tiles=0)
     return LaunchConfig(block_n=16, block_k=16, num_warps=4, num_stages=1, sum_tiles=0)
+
+
+RESIDENT_WEIGHT_BYTES = 64 * 1024  # resident weights up to this: 2 programs an SM still fit the H200's 228 KB
+
+
+def full_launch_config(algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
+    """Tiles of the full kernels: 64 rows where the products compile without spills for sm_90 (d_pad <= 32;
+    in the one pass up to K_pad 64), else 32; the weights resident where one component tile's fit
+    RESIDENT_WEIGHT_BYTES; 128 columns a product, 64 in the one pass at d_pad 16 (where 128 spills)."""
+    d_pad, K_pad = pow2_at_least_16(d), pow2_at_least_16(K)
+    wide = dataflow == "products" and d_pad <= 32
+    cols = 64 if algorithm == "one_pass" and d_pad == 16 else 128
+    if algorithm == "two_pass":
+        cfg = FullConfig(block_n=64 if wide else 32, block_k=min(32, K_pad), cols=cols, programs_per_sm=8)
+    else:
+        cfg = FullConfig(block_n=64 if wide and K_pad <= 64 else 32, block_k=min(64, K_pad), cols=cols)
+    return dataclasses.replace(cfg, resident_weights=full_resident_weights(algorithm, K, d, dataflow, cfg.block_k))
+
+
+def full_resident_weights(algorithm: str, K: int, d: int, dataflow: str, block_k: int) -> int:
+    """1 where the products' weights of one component tile stay in shared memory (8 block_k d_pad^2 bytes)."""
+    K_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
+    block_k = min(block_k, K_pad)
+    one_tile = algorithm == "two_pass" or block_k >= K_pad
+    return int(dataflow == "products" and one_tile and 8 * block_k * d_pad ** 2 <= RESIDENT_WEIGHT_BYTES)
+
+
+def parse_full_config(text: str | None, algorithm: str, K: int, d: int, dataflow: str = "products") -> FullConfig:
+    """:func:`full_launch_config` with 'field=value,...' of FullConfig's fields over it (not slab_dtype)."""
+    cfg = full_launch_config(algorithm, K, d, dataflow)
+    if not text:
+        return cfg
+    types = {f.name: f.type for f in dataclasses.fields(FullConfig) if f.name != "slab_dtype"}
+    kw = {}
+    for item in text.split(","):
+        key, value = item.split("=")
+        if key not in types:
+            raise ValueError(f"unknown full-config field {key!r}; fields: {', '.join(types)}")
+        kw[key] = float(value) if "float" in str(types[key]) else int(value)
+    if "resident_weights" not in kw:  # the default follows the tile the overrides give
+        kw["resident_weights"] = full_resident_weights(algorithm, K, d, dataflow, kw.get("block_k", cfg.block_k))
+    return dataclasses.replace(cfg, **kw)

@@ -1,18 +1,9 @@
 """Data-parallel EM with torch.distributed: every rank holds a shard of the rows.
 
-An EM iteration needs the data only through sums over rows (:mod:`turbo_gmm.estep`),
-so each rank runs the fused E-step on its shard, the float64 statistics
-(n, s, u, ell) are all-reduced in one call, and every rank runs the same M-step on
-the same sums -- the parameters stay identical on every rank without being sent.
-The center of the in-kernel shift is the global column mean, one more all-reduce.
-NCCL on GPUs (one rank per GPU), gloo on CPUs (kernels in the Triton interpreter
-under TRITON_INTERPRET=1, else the float64 torch fallback).
-
-A script started by ``torchrun`` initializes the process group, gives each rank its
-rows and calls :func:`fit_sharded` on every rank; :func:`sharded_shared_init` is
-:func:`turbo_gmm.datasets.shared_init` for rows split over ranks. The benchmark on the
-seeded data, each rank generating only its shard, is harness/studies/distributed_bench.py.
-"""
+Each rank runs the fused E-step on its shard, the float64 statistics (n, s, u, ell) are all-reduced in one
+call and every rank runs the same M-step, so the parameters stay identical without being sent; the center
+is the global column mean (one more all-reduce). NCCL on GPUs, gloo on CPUs. Under ``torchrun``, call
+:func:`fit_sharded` on every rank; :func:`sharded_shared_init` is ``datasets.shared_init`` over shards."""
 from __future__ import annotations
 
 import time
@@ -22,8 +13,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .em import interpreter_mode
-from .estep import BlockStatistics, Statistics, mstep_diag
+from ._interpreter import interpreter_mode
+from .diag.estep import BlockStatistics, Statistics, mstep_diag
 from .records import Init
 from .streaming import rows_per_chunk, streamed_statistics
 
@@ -47,10 +38,10 @@ def shard_bounds(N: int, rank: int, world: int) -> tuple[int, int]:
     return r0, r0 + base + (rank < extra)
 
 
-def _all_reduce(t: torch.Tensor, comm_device: torch.device, group=None) -> torch.Tensor:
-    """Sum over ranks, on the device the backend communicates from (CPU for gloo)."""
+def _all_reduce(t: torch.Tensor, comm_device: torch.device, group=None, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """Sum (or ``op``) over ranks, on the device the backend communicates from (CPU for gloo)."""
     buf = t.to(comm_device)
-    dist.all_reduce(buf, op=dist.ReduceOp.SUM, group=group)
+    dist.all_reduce(buf, op=op, group=group)
     return buf.to(t.device)
 
 
@@ -77,37 +68,63 @@ def global_column_mean(X_shard, N: int, device: torch.device, group=None) -> tor
 
 
 def shard_weights(X_shard, sample_weight, device: torch.device, comm: torch.device, group=None):
-    """(this rank's weights as float64 on ``device``, the sum of every rank's) after scikit-learn's checks of
-    ``_check_sample_weight`` (finite, >= 0, one per row; positive somewhere over all ranks -- a shard may be all 0)."""
+    """(this rank's weights at mean 1 over all ranks, float64 on ``device``; their total; the scale back to the
+    caller's units) after scikit-learn's checks, normalized globally in float64 as
+    :func:`turbo_gmm._data.unit_mean_weights` does on one process."""
     w = torch.as_tensor(np.asarray(sample_weight) if not isinstance(sample_weight, torch.Tensor) else sample_weight,
                         device=device).double()
     if w.ndim != 1 or w.shape[0] != X_shard.shape[0]:
         raise ValueError(f"sample_weight must have shape ({X_shard.shape[0]},), got {tuple(w.shape)}")
     if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
         raise ValueError("sample_weight must be finite and >= 0")
-    total = float(_all_reduce(w.sum().reshape(1), comm, group))
-    if not total > 0:
+    top = w.max().reshape(1) if w.numel() else torch.zeros(1, dtype=torch.float64, device=device)
+    top = float(_all_reduce(top, comm, group, op=dist.ReduceOp.MAX))
+    if not top > 0:
         raise ValueError("sample_weight must have at least one positive entry")
-    return w, total
+    v = w / top
+    sums = _all_reduce(torch.stack([v.sum(), torch.tensor(float(w.shape[0]), dtype=torch.float64, device=device)]),
+                       comm, group)
+    total, N = float(sums[0]), float(sums[1])
+    return v * (N / total), N, top * (total / N)
 
 
 def fit_sharded(X_shard, init, n_iter: int, N: int, *, sample_weight=None, center: torch.Tensor | None = None,
                 reg_covar: float = 1e-6, backend: str | None = None, algorithm: str = "auto", precision: str = "tf32x3",
                 max_device_bytes: int | None = None, device=None, group=None) -> ShardedFit:
-    """``n_iter`` EM iterations over the union of every rank's ``X_shard`` (N rows in all).
+    """``n_iter`` diagonal EM iterations over the union of every rank's rows; call it on every rank.
 
-    X_shard: this rank's rows, a float32 tensor on ``device`` (float32 or float64 under ``precision="fp64"``)
-    or a host array that is streamed through ``max_device_bytes`` (:mod:`turbo_gmm.streaming`, float32 chunks). init: a
-    :class:`turbo_gmm.records.Init` or (weights, means, variances), the same on every rank. sample_weight: this
-    rank's rows' weights or None: every statistic weighted as in :func:`turbo_gmm.fit`, the weights' sum over all
-    ranks normalizing n_k, and the default center the weighted mean. backend: "triton" or "torch" (default:
-    triton on CUDA or in the interpreter, else torch).
-    """
+    Parameters
+    ----------
+    X_shard : torch.Tensor or ndarray
+        This rank's rows: a float32 tensor on ``device`` (float64 too under "fp64"), or a host array streamed
+        through ``max_device_bytes``.
+    init : Init or tuple
+        (weights, means, variances), the same on every rank.
+    n_iter : int
+        Iterations.
+    N : int
+        Rows over all ranks.
+    sample_weight : array-like, optional
+        This rank's rows' weights, normalized to mean 1 over all ranks (:func:`shard_weights`).
+    center : torch.Tensor, optional
+        The in-kernel shift; default the global (weighted) column mean.
+    reg_covar, algorithm, precision
+        As in :func:`turbo_gmm.fit`.
+    backend : {"triton", "torch"}, optional
+        Default: triton on CUDA or in the interpreter, else torch.
+    max_device_bytes, device, group
+        Streaming budget, the rank's device, the process group.
+
+    Returns
+    -------
+    ShardedFit
+        The parameters (identical on every rank) and ell per iteration in the caller's units."""
     device = torch.device(device) if device is not None else (
         X_shard.device if isinstance(X_shard, torch.Tensor) else torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     backend = backend or ("triton" if device.type == "cuda" or interpreter_mode() else "torch")
     comm = _comm_device(device, group)
-    sw, total_weight = (None, N) if sample_weight is None else shard_weights(X_shard, sample_weight, device, comm, group)
+    sw, total_weight, scale = (None, N, 1.0) if sample_weight is None else shard_weights(X_shard, sample_weight,
+                                                                                          device, comm, group)
     if center is None:
         center = _all_reduce(column_sums(X_shard, device, sample_weight=sw)[0], comm, group) / total_weight
     if isinstance(init, Init):
@@ -128,7 +145,7 @@ def fit_sharded(X_shard, init, n_iter: int, N: int, *, sample_weight=None, cente
         total = Statistics.from_flat(_all_reduce(st.flat(), comm, group), K, d)
         w, m, v, f = mstep_diag(total, total_weight, center, reg_covar)
         floored += int(f)
-        lls.append(float(total.ll))  # synchronizes: the iteration is over on this rank
+        lls.append(float(total.ll) * scale)  # synchronizes: the iteration is over on this rank
         seconds.append(time.perf_counter() - t0)
     return ShardedFit(w, m, v, lls, seconds, floored, block.algorithm, block.precision)
 

@@ -21,46 +21,39 @@ def hopper_kernels_switched_off() -> str | None:
 
 INTERPRETER_PROGRAMS = 3  # programs the CPU interpreter runs: few, but > 1 so atomics are exercised
 
-# Every statistics kernel (Algorithm 2, Triton and warp-specialized; both passes 2 of Algorithm 3) puts each row
-# tile's product into a fresh float32 accumulator and adds it into float32 running sums on the CUDA cores (issue 21:
-# the tensor cores' accumulator carried across all of a program's tiles lost ~1e-4 per component of s and u at
-# ~30 000 rows per program). A float32 running sum's error still grows with the partial sums it adds (measured on
-# the H200, kernels/README.md "Numerics": <= 4e-7 per component at <= 237 tiles, 1.2e-6 at 473 (1M_4096_32's pass
-# 2), 1.2e-5 at ~5 900 (100M rows in one pass)), so the grids are sized for at most SUM_TILES row tiles a sum.
+# Every statistics kernel adds each row tile's product into float32 running sums on the CUDA cores. Their error
+# grows with the partial sums they add (<= 4e-7 a component at <= 237 tiles, 1.2e-5 at ~5 900: kernels/README.md
+# "Numerics"), so the grids are sized for at most SUM_TILES row tiles a sum.
 SUM_TILES = 128
 
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """Tile shape and launch knobs of one kernel call.
+    """Tile shape and launch knobs of one call of the lifted (diag, spherical, tied) kernels.
 
-    block_n: rows per tile; block_k: components per tile (two-pass only);
-    normalizer_block_n, normalizer_block_k, normalizer_warps: Algorithm 3's first
-    pass (the row normalizer), one dot per tile instead of two, so it fits more
-    warps per SM than the statistics pass at other tile shapes (None: block_n,
-    block_k, num_warps);
-    programs_per_sm: persistent programs per multiprocessor (a fraction below 1 leaves
-    multiprocessors idle but commits fewer atomic partial sums); max_registers: a cap on
-    registers per thread for the statistics kernel (Algorithm 2, Algorithm 3's pass 2),
-    ptxas's .maxnreg -- the compiler otherwise takes up to 255 and two programs fill an SM;
-    a cap fits more programs to hide latency, at the price of spills (None: no cap);
-    warp_specialized_pass2: Algorithm 3's pass 2 by kernels/two_pass_ws.py wherever that kernel takes
-    it (tf32x3 on a Hopper GPU, d_pad = 32, d a multiple of 4; two_pass_ws.refusal), else by the
-    Triton kernel as at 0;
-    warp_specialized_one_pass: Algorithm 2 by kernels/one_pass_ws.py wherever that kernel takes it (tf32x3
-    on a Hopper GPU, d a multiple of 4, (d_pad, K_pad) in one_pass_ws.K_PADS; one_pass_ws.refusal), else by the Triton
-    kernel as at 0. It runs one program per SM (times :func:`sum_bounded`'s factor) whatever
-    programs_per_sm says; warp_specialized_one_pass_rows: where warp_specialized_one_pass is set, the
-    fewest rows N at which it takes the sweep (below, the Triton kernel: at 20 000 rows the warp-specialized
-    kernel's 2.4 tiles per program measured slower);
-    one_pass_overlap: where the warp-specialized one pass runs at d_pad 32 and K_pad 16 or 32
-    (one_pass_ws.overlaps), each consumer issues its next tile's score before this tile's exponentials
-    (one_pass_ws._consume_overlapped), else as at 0; launch_config sets it wherever the kernel runs;
-    sum_tiles: the most row tiles one float32 running sum of a statistics program adds (:data:`SUM_TILES`):
-    where the grid above would give a program more, it has more programs (:func:`sum_bounded`); 0: no bound,
-    the grid alone decides (what a float32 sum over every tile of a program measured, for the studies);
-    1: every row tile committed alone in float64 (the accumulation-free reference of the same kernel).
-    """
+    ``dispatch.launch_config`` gives the default for a shape; the benchmarks override fields.
+
+    Attributes
+    ----------
+    block_n, block_k : int
+        Rows and components (Algorithm 3) per tile.
+    num_warps, num_stages : int
+        Triton's warps and software-pipelining stages.
+    programs_per_sm : float
+        Persistent programs per SM (below 1 leaves SMs idle but commits fewer atomic partial sums).
+    max_registers : int or None
+        A register cap for the statistics kernel (ptxas .maxnreg): more programs an SM, at the price of spills.
+    normalizer_block_n, normalizer_block_k, normalizer_warps : int or None
+        Algorithm 3's pass 1, which holds one product a tile and so fits other tiles (None: as pass 2).
+    warp_specialized_pass2, warp_specialized_one_pass : int
+        1: the Gluon kernels (diag/two_pass_ws.py, diag/one_pass_ws.py) wherever they apply, else Triton.
+    warp_specialized_one_pass_rows : int
+        The fewest rows from which the warp-specialized one pass takes the sweep.
+    one_pass_overlap : int
+        1: its consumers issue the next tile's score before this tile's exponentials.
+    sum_tiles : int
+        Most row tiles one float32 running sum adds (the grid grows to keep it); 0: no bound; 1: every
+        tile committed alone in float64 (the accumulation-free reference)."""
 
     block_n: int = 64
     block_k: int = 64
@@ -86,6 +79,29 @@ class LaunchConfig:
         return {} if self.max_registers is None else {"maxnreg": self.max_registers}
 
 
+def pow2_at_least_16(n: int) -> int:
+    """Padded extent of a component or feature axis (tl.dot needs >= 16)."""
+    return max(16, 1 << (int(n) - 1).bit_length())
+
+
+@dataclasses.dataclass(frozen=True)
+class FullConfig:
+    """Tile shape of the full-covariance kernels (``dispatch.full_launch_config``).
+
+    block_n: rows per tile; block_k: components per score tile; cols: columns of [U_1 | U_2 | ...] a product;
+    slab_dtype: the dtype of a program's sums over row tiles; resident_weights: 1 keeps one component tile's
+    weights in shared memory over a program's row tiles."""
+
+    block_n: int = 32
+    block_k: int = 32
+    cols: int = 64
+    num_warps: int = 4
+    num_stages: int = 1
+    programs_per_sm: float = 2
+    slab_dtype: torch.dtype = torch.float32
+    resident_weights: int = 0
+
+
 @functools.lru_cache(maxsize=None)
 def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -105,10 +121,8 @@ def program_count(n_tiles: int, device: torch.device, per_sm: float) -> int:
 
 
 def sum_bounded(programs: int, n_tiles: int, sum_tiles: int, sums_per_program: int = 1) -> int:
-    """``programs`` (a grid of whole waves) times the smallest whole factor that leaves each of a program's
-    ``sums_per_program`` running sums at most ``sum_tiles`` of the ``n_tiles`` row tiles (a program takes every
-    programs-th tile; the warp-specialized one pass deals a program's tiles to two consumers in turn), never
-    more programs than tiles. sum_tiles = 0: ``programs`` unchanged."""
+    """``programs`` times the smallest factor leaving each running sum at most ``sum_tiles`` of the ``n_tiles``
+    row tiles, never more programs than tiles; sum_tiles = 0: unchanged."""
     if sum_tiles == 0:
         return programs
     factor = -(-n_tiles // (programs * sums_per_program * sum_tiles))
@@ -116,9 +130,8 @@ def sum_bounded(programs: int, n_tiles: int, sum_tiles: int, sums_per_program: i
 
 
 def statistics_grid(K: int, block_k: int, programs: int) -> tuple[int, int]:
-    """Pass 2's grid (component tiles, row splits): at most ``programs`` programs (at least one split
-    per tile), exactly that many when the tile count divides it. Rounding the splits down, not up,
-    keeps a whole-waves target from spilling a few programs into an extra, nearly empty wave."""
+    """Pass 2's grid (component tiles, row splits): at most ``programs`` (splits rounded down, so a whole-waves
+    target does not spill into a nearly empty wave)."""
     k_tiles = -(-K // block_k)
     return k_tiles, max(1, programs // k_tiles)
 
@@ -127,10 +140,8 @@ MAX_ROW_SPLITS = 65535  # pass 2's row splits are its grid's y dimension
 
 
 def statistics_pass_grid(K: int, block_k: int, n_tiles: int, device: torch.device, cfg: LaunchConfig) -> tuple[int, int]:
-    """Pass 2's grid (component tiles, row splits) for ``n_tiles`` row tiles: :func:`statistics_grid` of the
-    persistent program count, the splits raised by :func:`sum_bounded` so a program's running sums add at most
-    ``cfg.sum_tiles`` row tiles. Past MAX_ROW_SPLITS splits (sum_tiles = 1 beyond 4M rows) it refuses: run
-    the rows in slices."""
+    """Pass 2's grid for ``n_tiles`` row tiles, splits raised so a running sum adds at most ``cfg.sum_tiles``
+    tiles; refuses past MAX_ROW_SPLITS (run the rows in slices)."""
     k_tiles, splits = statistics_grid(K, block_k, program_count(n_tiles, device, cfg.programs_per_sm))
     splits = sum_bounded(splits, n_tiles, cfg.sum_tiles)
     if splits > MAX_ROW_SPLITS:
@@ -152,8 +163,7 @@ def config_fields(text: str) -> dict:
 
 
 def parse_config(text: str | None) -> LaunchConfig | None:
-    """A launch config from 'field=value,...' of LaunchConfig's fields (:func:`config_fields`), e.g.
-    'block_n=32,block_k=64,num_warps=4,num_stages=2,normalizer_block_n=256,normalizer_warps=8'."""
+    """A LaunchConfig from 'field=value,...' (e.g. 'block_n=32,num_warps=8'); None for empty text."""
     if not text:
         return None
     return LaunchConfig(**config_fields(text))

@@ -1,12 +1,5 @@
-"""The records every floor above the library exchanges: a shared starting point, a returned fit.
-
-They live here, on the ground floor, because their users stand on every floor above it: the
-arms return a :class:`Fit` from an :class:`Init` (the contract, documented in ``arms/__init__.py``),
-the harness builds the :class:`Init` (:func:`turbo_gmm.datasets.shared_init`) and stores the fit
-through :func:`to_numpy`, and the library's data-parallel EM (:mod:`turbo_gmm.distributed`) takes
-an :class:`Init`. NumPy only: importing the records pulls in neither torch nor Triton, so a
-library arm's worker measures its own memory, not ours.
-"""
+"""The records every floor above the library exchanges: a shared starting point (:class:`Init`) and a returned
+fit (:class:`Fit`). NumPy only, so importing them pulls in neither torch nor Triton."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,13 +21,9 @@ class Init:
 
 @dataclass
 class Fit:
-    """Final parameters as the library returns them (torch, JAX or NumPy arrays).
-
-    ``n_iter`` is the iteration count the library itself reports (``None`` when it
-    reports none); the harness checks it against the requested count. ``info`` holds
-    per-row facts the arm knows best (algorithm, precision, device, autotune config).
-    A full-covariance fit returns ``covariances`` (K, d, d) and ``variances=None``.
-    """
+    """Final parameters as the library returns them (torch, JAX or NumPy arrays); ``n_iter`` as the library
+    reports it (None if it does not); ``info`` per-row facts (algorithm, precision, device, config); a full
+    fit has ``covariances`` (K, d, d) and ``variances=None``."""
 
     weights: Any | None
     means: Any

@@ -1,16 +1,12 @@
-"""Seeded test problems and one kernel E-step as float64 NumPy: what checking the kernels against a reference needs.
-
-Shared by the kernel tests (kernels/tests) and the exactness battery
-(harness/studies/exactness.py), which measure the same E-step against the same
-references (kernels/reference.py), so both stand on this module rather than one on the other.
-"""
+"""Seeded test problems and one kernel E-step as float64 NumPy, for the kernel tests and the exactness
+battery (harness/studies/exactness.py) alike."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from .datasets import make_dataset, shared_init
-from .em import Workspace, estep_statistics
+from .diag.em import Workspace, estep_statistics
 from .launch import LaunchConfig
 
 
@@ -48,18 +44,14 @@ PER_TILE_SLICE_ROWS = 1 << 20  # Algorithm 3's per-tile reference in row slices:
 
 
 class LiftedStatistics:
-    """One problem's lift about ``center`` (and Algorithm 3's normalizer, pass 1), and its statistics by the
-    statistics kernel under any launch config: what the accumulation's error is measured on.
-
-    :meth:`per_tile` runs the same kernel with ``sum_tiles = 1``: every row tile committed on its own in
-    float64, the same responsibilities bit for bit, so against it only the accumulation across tiles differs;
-    :attr:`float64` is turbo_gmm.estep.float64_statistics of the same lift and normalizer (the score's own
-    rounding included)."""
+    """One problem's lift (and Algorithm 3's normalizer) and its statistics by the kernel under any launch config.
+    :meth:`per_tile` commits every row tile alone in float64 (same responsibilities, no accumulation across
+    tiles); :attr:`float64` is ``diag.estep.float64_statistics`` of the same lift."""
 
     def __init__(self, X, params, center, algorithm: str, cfg: LaunchConfig):
-        from .estep import float64_statistics
-        from .lift_kernel import lift_into
-        from .two_pass import normalizer_pass
+        from .diag.estep import float64_statistics
+        from .diag.lift_kernel import lift_into
+        from .diag.two_pass import normalizer_pass
 
         self.X, self.algorithm, self.cfg = X, algorithm, cfg
         self.K = params[1].shape[0]
@@ -73,15 +65,15 @@ class LiftedStatistics:
 
     def kernel(self, cfg: LaunchConfig | None = None, rows=slice(None)) -> str:
         """The statistics kernel ``cfg`` (default: this problem's) runs on the rows ``rows``
-        (turbo_gmm.em.statistics_kernel)."""
-        from .em import statistics_kernel
+        (turbo_gmm.diag.em.statistics_kernel)."""
+        from .diag.em import statistics_kernel
 
         return statistics_kernel(self.X[rows], self.ws, self.algorithm, "tf32x3", cfg or self.cfg)
 
     def __call__(self, cfg: LaunchConfig | None = None, rows=slice(None), clear: bool = True):
         """float64 n (K,), s, u (K, d) of the rows ``rows`` by the statistics kernel under ``cfg``."""
-        from .one_pass import one_pass_statistics
-        from .two_pass import statistics_pass
+        from .diag.one_pass import one_pass_statistics
+        from .diag.two_pass import statistics_pass
 
         cfg = cfg or self.cfg
         ws, K, d = self.ws, self.K, self.X.shape[1]
@@ -107,12 +99,11 @@ class LiftedStatistics:
         return out
 
     def errors(self, got, cfg: LaunchConfig | None = None) -> dict:
-        """Per-component errors of ``got`` = (n, s, u) by ``cfg``'s kernel (default: this problem's config)
-        against both references: {"per_tile": {n, s, u}, "float64": {n, s, u}} (turbo_gmm.estep.
-        per_component_errors; each kernel's per-tile statistics computed once)."""
+        """Per-component errors of ``got`` = (n, s, u) against both references:
+        {"per_tile": {n, s, u}, "float64": {n, s, u}}."""
         import dataclasses
 
-        from .estep import per_component_errors
+        from .diag.estep import per_component_errors
 
         key = dataclasses.replace(cfg or self.cfg, sum_tiles=1)
         if key not in self._per_tile:

@@ -1,18 +1,9 @@
-"""tf32x3 by hand: fp32-accurate products from three TF32 tensor-core products.
+"""tf32x3 by hand: fp32-accurate products from three TF32 tensor-core products (internal).
 
-``tl.dot(a, b, input_precision="tf32x3")`` splits both operands into TF32 high
-and low halves inside every call, scrubs NaN between the products and returns a
-fresh tile that the caller then adds to its accumulator. The kernels here split
-each operand once, where it is formed (the row tile once for both dots; W once
-per program, or before the launch when its tiles are streamed), and accumulate in
-the products' own accumulator. Same three products, in the order of tl.dot's
-(lo*hi, hi*lo, hi*hi). X and the parameters are finite (validated in turbo_gmm.em),
-so the NaN scrub has nothing to do.
-
-Under ``"fp64"`` the operands are float64 and one ``tl.dot`` on them is the product (DMMA,
-``mma.sync.aligned.m8n8k4`` f64, on sm_80+); ``"ieee"`` is the only input precision Triton takes for
-float64 operands, and the accumulator is float64 (``out_dtype``).
-"""
+``tl.dot(..., input_precision="tf32x3")`` splits both operands in every call and returns a fresh tile; the
+kernels here split each operand once where it is formed and accumulate in the products' own accumulator, in
+tl.dot's order (lo*hi, hi*lo, hi*hi). Inputs are validated finite, so tl.dot's NaN scrub is not needed.
+Under "fp64" the operands are float64 and one ``tl.dot`` (DMMA) is the product."""
 from __future__ import annotations
 
 import torch

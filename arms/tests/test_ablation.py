@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from arms import ablation_a1, ablation_a2, ablation_a3, ablation_a4
-from turbo_gmm import reference as ref
-from turbo_gmm.fused_score import fused_score
+from turbo_gmm.diag import reference as ref
+from arms.ablation_fused_score import fused_score
 from turbo_gmm.launch import LaunchConfig
-from turbo_gmm.lift import lift, pow2_at_least_16
+from turbo_gmm.diag.lift import lift, pow2_at_least_16
 from turbo_gmm.tests.conftest import assert_statistics_close, problem
 
 RUNGS = {"A1": ablation_a1, "A2": ablation_a2, "A3": ablation_a3, "A4": ablation_a4}

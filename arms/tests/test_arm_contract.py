@@ -24,7 +24,7 @@ import yaml
 
 from turbo_gmm.records import to_numpy
 from turbo_gmm.datasets import make_dataset, shared_init
-from turbo_gmm import reference
+from turbo_gmm.diag import reference
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 ARM_FILES = sorted((CONF / "arm").glob("*.yaml"))
@@ -89,7 +89,7 @@ def test_arm_contract(path):
 
 def test_turbo_gmm_fp64_arm_runs_float64_em():
     """The fp64 arm (issue 20) is the turbo_gmm module at precision fp64: it says so in its fit's info, and
-    its parameters are float64 EM's (kernels/reference.py) to 1e-10, beyond what the float32 arm reaches."""
+    its parameters are float64 EM's (kernels/diag/reference.py) to 1e-10, beyond what the float32 arm reaches."""
     cfg = yaml.safe_load((CONF / "arm" / "turbo_gmm_fp64.yaml").read_text())
     assert (cfg["module"], cfg["numerics"], cfg["options"]["precision"]) == ("arms.turbo_gmm", "fp64", "fp64")
     arm = importlib.import_module(cfg["module"])

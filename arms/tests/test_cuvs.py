@@ -5,7 +5,7 @@ sys.path and g++; the load-chain test also needs torch's CUDA library wheels (cu
 cuSOLVER, ..., nvJitLink 13.0). CI has none of them, so both skip there with the reason. The GPU test
 runs the arm in a fresh process, once with ``arms.cuvs.preload()`` before torch is
 imported and once after (as the worker does today), and compares with
-``turbo_gmm.reference.em``.
+``turbo_gmm.diag.reference.em``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from arms import cuvs
-from turbo_gmm import reference
+from turbo_gmm.diag import reference
 
 REPO = Path(__file__).resolve().parents[2]
 N_ITER = 10

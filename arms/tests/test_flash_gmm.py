@@ -17,7 +17,7 @@ import torch
 
 import arms.flash_gmm as fg
 from turbo_gmm.datasets import make_dataset, shared_init
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 
 NO_SOURCE = "no Flash-GMM checkout: run make baselines"
 
@@ -337,7 +337,7 @@ def test_every_full_edit_matches_their_pinned_full_file_once():
 def test_full_em_loop_with_exact_statistics_matches_float64_em():
     """full_mstep and the fed-back lower precision factors, with a float64 E-step in their estep's place
     (their signature and outputs), give reference_full.em_full's fit."""
-    from turbo_gmm import reference_full
+    from turbo_gmm.full import reference as reference_full
 
     X = make_dataset(1023, 3, 5, seed=0).X
     init = shared_init(X, 4, seed=0, covariance_type="full")
@@ -363,7 +363,7 @@ def test_rewritten_full_kernel_in_the_interpreter_matches_float64(tmp_path):
     tf32x3 rounding is the GPU's to check), against reference_full.estep_full's statistics."""
     import triton
 
-    from turbo_gmm import reference_full
+    from turbo_gmm.full import reference as reference_full
 
     if torch.cuda.is_available() or not triton.knobs.runtime.interpret:
         pytest.skip("interpreter test: CPU only")

@@ -2,7 +2,7 @@
 
 Same X (the seeded data turned by a fixed linear map, so the covariances are far from diagonal), the
 full shared init (turbo_gmm.datasets.shared_init), ten iterations: weights, means, covariances and the
-per-point log-likelihood against turbo_gmm.reference_full.em_full to float32 tolerances, tight enough
+per-point log-likelihood against turbo_gmm.full.reference.em_full to float32 tolerances, tight enough
 to see one missing iteration (a guard test). Skipped only where the arm cannot run here (a library
 missing, no GPU and no interpreter).
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference_full
+from turbo_gmm.full import reference as reference_full
 from turbo_gmm.datasets import make_dataset, shared_init
 from turbo_gmm.records import to_numpy
 from arms.tests.test_library_arms import LL_RTOL, param_mismatches  # the same float32 tolerances as diag

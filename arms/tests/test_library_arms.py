@@ -1,4 +1,4 @@
-"""Each library arm, on the CPU, against the float64 NumPy EM oracle (kernels/reference.py).
+"""Each library arm, on the CPU, against the float64 NumPy EM oracle (kernels/diag/reference.py).
 
 Same X, same shared init, same number of iterations: the per-point log-likelihood
 of the returned parameters (re-scored in float64) must agree within 1e-4 relative
@@ -23,7 +23,7 @@ import torch
 
 from turbo_gmm.records import Fit, to_numpy
 from turbo_gmm.datasets import make_dataset, shared_init
-from turbo_gmm import reference
+from turbo_gmm.diag import reference
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY_ARMS = ["pytorch", "sklearn", "gmmx", "torchgmm", "pomegranate"]

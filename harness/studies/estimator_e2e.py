@@ -6,7 +6,7 @@ validation + centering <= 2 ms at 20M x 32. One row per fit: wall seconds, the e
 ``fit_profile_`` split (transfer / validation / init / EM / other), iterations, lower bound;
 then scikit-learn at 1M, K = 32 (all host cores), given X as float64 -- the numbers our device
 copy holds; on float32 its k-means++ cumulative sum is float32 and picks other seeds than the
-float64 one ours reproduces -- with the ARI of its labels against ours on a 100 000-row subsample, and the validation + centering pass alone at 20M x 32 (``turbo_gmm.em.column_moments``,
+float64 one ours reproduces -- with the ARI of its labels against ours on a 100 000-row subsample, and the validation + centering pass alone at 20M x 32 (``turbo_gmm.diag.em.column_moments``,
 and its kernel alone, CUDA events, minimum of 20). Rows are appended to
 ``<out>/estimator_e2e.csv`` as they are measured.
 
@@ -27,8 +27,8 @@ from harness import env
 from harness.studies.measure import time_ms
 from turbo_gmm.datasets import make_dataset
 from turbo_gmm import GaussianMixture
-from turbo_gmm.column_sums import column_sums
-from turbo_gmm.em import column_moments
+from turbo_gmm._column_sums import column_sums
+from turbo_gmm.diag.em import column_moments
 
 SIZES = {"1M": 1_000_000, "4M": 4_000_000, "20M": 20_000_000}
 D = 32

@@ -4,18 +4,18 @@
 
 1. a 60-digit mpmath evaluation of (1)-(4) from the centered score (2) on small
    cases: K = 1, K > N, a single row, tiles that N and K do not fill;
-2. the float64 materializing oracle (kernels/reference.py) swept over larger
+2. the float64 materializing oracle (kernels/diag/reference.py) swept over larger
    shapes and several tilings (rows per tile, components per tile, programs).
 
 One CSV row per (algorithm, precision, shape, tiling, reference) with the max
 relative error of n, s, u and ell. Errors of n, s, u are per component, relative
-to that component's own size (turbo_gmm.estep.SCALES: n_k, sum_i Gamma_ik |x_i|,
+to that component's own size (turbo_gmm.diag.estep.SCALES: n_k, sum_i Gamma_ik |x_i|,
 u_k; a scale of N max|x|^2 hid issue 21's lost digits); ell is relative to |ell|. Each row's ``bound`` is the
 error its precision must stay under where it has one (:data:`BOUNDS`: fp64), ``within_bound`` whether it did. A configuration the
 compiler refuses is a row with its status, not a crash. On a CPU the kernels run
 in the Triton interpreter (TRITON_INTERPRET=1). The seeded problems and the one-E-step
 runner are the kernel tests' own (kernels/testing.py), the 60-digit reference is
-kernels/reference.py's.
+kernels/diag/reference.py's.
 """
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ import numpy as np
 import torch
 
 from harness import env
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.dispatch import launch_config
-from turbo_gmm.estep import per_component_errors
-from turbo_gmm.estep import statistic_scales as statistic_scales_of
+from turbo_gmm.diag.estep import per_component_errors
+from turbo_gmm.diag.estep import statistic_scales as statistic_scales_of
 from turbo_gmm.launch import LaunchConfig
-from turbo_gmm.reference import mp_estep
+from turbo_gmm.diag.reference import mp_estep
 from turbo_gmm.testing import default_device, kernel_statistics, problem
 
 ALGORITHMS = ("one_pass", "two_pass")
@@ -59,7 +59,7 @@ COLUMNS = ["algorithm", "precision", "N", "K", "d", "tiling", "reference", "stat
 
 
 def statistic_scales(X: np.ndarray, w, m, v, chunk: int = 4096) -> dict:
-    """turbo_gmm.estep.SCALES of the statistics of X at (w, m, v), from float64 responsibilities (the oracle's)."""
+    """turbo_gmm.diag.estep.SCALES of the statistics of X at (w, m, v), from float64 responsibilities (the oracle's)."""
     X = np.asarray(X, np.float64)
     n = np.zeros(len(w))
     s_abs = np.zeros(np.shape(m))

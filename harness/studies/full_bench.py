@@ -13,7 +13,7 @@ compiler refuses, or one past the time budget, is a row with its status. The fir
 the rule's choice with float64 statistics slabs; every shape the rule's choice with the component moments and
 with each ``--config`` (FullConfig overrides), and, where N K d^2 <= FLOAT64_MAX_WORK, full and tied by the
 estimator's float64 E-step (precision "fp64", torch ops) beside the kernels. At the end: per shape the fastest
-valid variant and its roofline fraction, and the thresholds of kernels/full/config.py that the rows imply.
+valid variant and its roofline fraction, and the thresholds of kernels/dispatch.py that the rows imply.
 
 Roofline (useful FLOP at the precision's rate, X read once from HBM): full 2 N K d (d + 1) (score over
 the upper triangle of the quadratic form plus the upper triangle of the second moments, a multiply-add
@@ -39,11 +39,12 @@ import turbo_gmm.tied as kt
 from harness import env
 from harness.roofline import ISSUE_23_RATES, bound_ms
 from turbo_gmm.datasets import make_dataset, shared_init
-from turbo_gmm import estep_full
-from turbo_gmm.full import config as full_config
-from turbo_gmm.full.config import FullConfig
-from turbo_gmm.lift import pow2_at_least_16
-from turbo_gmm.precision import MATRIX_FP64_FLOOR_WORK
+from turbo_gmm.full import estep as estep_full
+from turbo_gmm.tied import estep as estep_tied
+from turbo_gmm import dispatch
+from turbo_gmm.launch import FullConfig
+from turbo_gmm.diag.lift import pow2_at_least_16
+from turbo_gmm.dispatch import MATRIX_FP64_FLOOR_WORK
 
 SHAPES = ["1M_32_32", "4M_16_64", "1M_128_32", "20M_32_16", "1M_256_16"]
 # the H200's rates: issue 23's TF32 and HBM figures, its env.json's float32 and float64 GEMM probes
@@ -74,7 +75,7 @@ def roofline_ms(covariance, precision, N, K, d) -> float:
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One timed configuration: covariance type, dataflow, algorithm ("torch_float64": the estimator's float64
-    E-step, turbo_gmm.estep_full's torch ops), precision, statistics slab dtype, moments, FullConfig overrides."""
+    E-step, turbo_gmm.full.estep's torch ops), precision, statistics slab dtype, moments, FullConfig overrides."""
 
     covariance: str
     dataflow: str
@@ -82,7 +83,7 @@ class Variant:
     precision: str
     slab_dtype: torch.dtype | None = None
     moments: str = ""
-    config: str = ""  # "field=value,..." over the default config (turbo_gmm.full.config.parse_full_config)
+    config: str = ""  # "field=value,..." over the default config (turbo_gmm.dispatch.parse_full_config)
 
 
 def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=(), configs_only=False):
@@ -93,7 +94,7 @@ def variants(N: int, K: int, d: int, precisions, float64_slab: bool, configs=(),
     FLOAT64_MAX_WORK (what precision="auto" takes up to MATRIX_FP64_FLOOR_WORK, against the kernels).
     ``configs_only``: the rule's choice with its default config and with each of ``configs``, nothing else
     (an A/B of FullConfig fields in one run)."""
-    rule = (full_config.choose_dataflow(d), full_config.choose_algorithm(K, d))
+    rule = (dispatch.full_dataflow(d), dispatch.full_algorithm(K, d))
     if configs_only:
         return [Variant("full", *rule, precision, torch.float32, "center", c) for precision in precisions
                 for c in ("", *configs)]
@@ -129,7 +130,7 @@ def run_fit(v: Variant, X, params, n_iter, cuda_graph=True):
     if v.algorithm == "torch_float64":
         return float64_fit(v.covariance, X, params, n_iter)
     if v.covariance == "full":
-        cfg = full_config.parse_full_config(v.config, v.algorithm, m.shape[0], X.shape[1], v.dataflow)
+        cfg = dispatch.parse_full_config(v.config, v.algorithm, m.shape[0], X.shape[1], v.dataflow)
         cfg = FullConfig(**{**cfg.__dict__, "slab_dtype": v.slab_dtype})
         return kf.fit(X, (w, m, U), n_iter, dataflow=v.dataflow, algorithm=v.algorithm, precision=v.precision,
                       center=zero, config=cfg, cuda_graph=cuda_graph, moments=v.moments)
@@ -140,15 +141,16 @@ def run_fit(v: Variant, X, params, n_iter, cuda_graph=True):
 
 
 def float64_fit(covariance, X, params, n_iter):
-    """n_iter iterations of the estimator's float64 E-step (turbo_gmm.estep_full, torch ops on X's device, row
+    """n_iter iterations of the estimator's float64 E-step (turbo_gmm.full.estep, torch ops on X's device, row
     chunks of FLOAT64_CHUNK_BYTES) and its M-step, as precision "fp64" runs full and tied: the fit's parameters
     and each iteration's ell."""
     w, m, U, U_tied, _ = params
     K, d = m.shape
     zero = torch.zeros(d, dtype=torch.float64, device=X.device)
-    block = estep_full.BlockStatistics(covariance, K, d, zero, "torch")
-    rows = max(1, FLOAT64_CHUNK_BYTES // estep_full.bytes_per_row(covariance, K, d))
-    scatter = estep_full.centered_moments(X, None, zero)[0] if covariance == "tied" else None
+    estep = estep_full if covariance == "full" else estep_tied
+    block = estep.BlockStatistics(K, d, zero, "torch")
+    rows = max(1, FLOAT64_CHUNK_BYTES // estep.bytes_per_row(K, d))
+    scatter = estep_tied.centered_moments(X, None, zero)[0] if covariance == "tied" else None
     U = U if covariance == "full" else U_tied
     lls = []
     for _ in range(n_iter):
@@ -157,7 +159,7 @@ def float64_fit(covariance, X, params, n_iter):
             part = block(X[r0 : r0 + rows], w, m, U)
             st = part if st is None else st.__iadd__(part)
         lls.append(st.ll)
-        w, m, cov, U, _ = block.mstep(st, 1e-6, scatter)
+        w, m, cov, U, _ = block.mstep(st, 1e-6, lambda: scatter)
     return SimpleNamespace(weights=w, means=m, covariances=cov, log_likelihoods=torch.stack(lls))
 
 
@@ -231,7 +233,7 @@ def accuracy(v: Variant, X, params, reference):
 
 
 def implied_rule(rows):
-    """The thresholds of kernels/full/config.py the valid full-covariance rows imply (None where no row says)."""
+    """The thresholds of kernels/dispatch.py the valid full-covariance rows imply (None where no row says)."""
     best = {}
     for r in rows:
         if (r["covariance"] != "full" or r["status"] != "ok" or r["slab_dtype"] != "float32"
@@ -346,7 +348,7 @@ def main(argv=None) -> None:
     one_pass_max, alg_ok, lift_min, flow_ok = implied_rule(rows)
     print(f"implied ONE_PASS_MAX_KD2 >= {one_pass_max} ({'consistent' if alg_ok else 'NOT a threshold: wins interleave'}), "
           f"lift faster from d_pad = {lift_min} ({'consistent' if flow_ok else 'NOT a threshold: wins interleave'}); "
-          f"kernels/full/config.py has ONE_PASS_MAX_KD2 = {full_config.ONE_PASS_MAX_KD2} and the products by default")
+          f"kernels/dispatch.py has ONE_PASS_MAX_KD2 = {dispatch.ONE_PASS_MAX_KD2} and the products by default")
 
 
 if __name__ == "__main__":

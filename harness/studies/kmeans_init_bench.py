@@ -2,10 +2,10 @@
 
 The estimator's default initialization (``init_params="kmeans"``) is k-means++ seeding then
 Lloyd to convergence; issue 19 asks to measure a library made for this before keeping our
-own (:mod:`turbo_gmm.kmeans`). Candidates, each where it imports:
+own (:mod:`turbo_gmm.init.kmeans`). Candidates, each where it imports:
 
-* ``turbo_fused``: :func:`turbo_gmm.kmeans.kmeans_plusplus` and :func:`turbo_gmm.kmeans.lloyd` with
-  ``fused=True`` (the Triton kernels of :mod:`turbo_gmm.kmeans_assign`, the estimator's default on CUDA).
+* ``turbo_fused``: :func:`turbo_gmm.init.kmeans.kmeans_plusplus` and :func:`turbo_gmm.init.kmeans.lloyd` with
+  ``fused=True`` (the Triton kernels of :mod:`turbo_gmm.init.kmeans_assign`, the estimator's default on CUDA).
 * ``turbo_torch``: the same with ``fused=False`` (the torch ops the kernels replace).
 * ``flash_kmeans``: ``flash_kmeans.batch_kmeans_Euclid`` (Triton; PyPI ``flash-kmeans``), Lloyd
   only (it seeds uniformly at random), from our seeds; its stop rule is max center shift < tol.
@@ -38,7 +38,7 @@ from harness import env
 from turbo_gmm.datasets import make_dataset
 import numpy as np
 
-from turbo_gmm.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, SCORE_BLOCK_BYTES, kmeans_plusplus, lloyd
+from turbo_gmm.init.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, SCORE_BLOCK_BYTES, kmeans_plusplus, lloyd
 
 SIZES = {"1M": 1_000_000, "4M": 4_000_000, "20M": 20_000_000}
 COMPONENTS = (32, 256)

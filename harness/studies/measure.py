@@ -25,10 +25,10 @@ from harness.results import write_diagnostic_csv
 from turbo_gmm.datasets import make_dataset, shared_init
 from turbo_gmm.dispatch import launch_config
 from turbo_gmm.launch import config_fields, parse_config
-from turbo_gmm.em import Workspace, data_center, resolve_algorithm
-from turbo_gmm.lift_kernel import lift_into
-from turbo_gmm.one_pass import _one_pass_kernel, one_pass_statistics
-from turbo_gmm.two_pass import (_normalizer_kernel, _statistics_kernel, normalizer_pass, statistics_pass,
+from turbo_gmm.diag.em import Workspace, data_center, resolve_algorithm
+from turbo_gmm.diag.lift_kernel import lift_into
+from turbo_gmm.diag.one_pass import _one_pass_kernel, one_pass_statistics
+from turbo_gmm.diag.two_pass import (_normalizer_kernel, _statistics_kernel, normalizer_pass, statistics_pass,
                               two_pass_statistics)
 
 SUFFIX = {"K": 1_000, "M": 1_000_000}

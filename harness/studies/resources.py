@@ -29,13 +29,13 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from turbo_gmm.dispatch import launch_config
-from turbo_gmm.em import FLOAT32_PRECISIONS, PRECISIONS
-from turbo_gmm.full import config as full_config
-from turbo_gmm.full.config import FullConfig, parse_full_config
+from turbo_gmm.diag.em import FLOAT32_PRECISIONS, PRECISIONS
+from turbo_gmm.dispatch import full_launch_config, parse_full_config
+from turbo_gmm.launch import FullConfig
 from turbo_gmm.full.parameters import PAIR_BLOCK, padded_sizes
 from turbo_gmm.launch import LaunchConfig, parse_config
-from turbo_gmm import one_pass, two_pass
-from turbo_gmm.lift import FP64, SENTINEL, pow2_at_least_16, weights_buffer
+from turbo_gmm.diag import one_pass, two_pass
+from turbo_gmm.diag.lift import FP64, SENTINEL, pow2_at_least_16, weights_buffer
 
 SM90 = {"registers": 65536, "shared_bytes": 233472, "reserved_shared_per_program": 1024, "max_warps": 64,
         "max_programs": 32}
@@ -44,7 +44,7 @@ I32 = "i32"
 
 
 def weight_strides(k_pad: int, d_pad: int, precision: str) -> dict:
-    """W's strides as a launch passes them (turbo_gmm.lift.weights_buffer): the one equal to 1 a constant, as Triton
+    """W's strides as a launch passes them (turbo_gmm.diag.lift.weights_buffer): the one equal to 1 a constant, as Triton
     specializes it (which decides the layout of W's loads), the other an i32 divisible by 16."""
     strides = weights_buffer(k_pad, d_pad, precision, "meta").stride()
     return {name: 1 if stride == 1 else I32 for name, stride in zip(("stride_wl", "stride_wk"), strides)}
@@ -91,7 +91,7 @@ def _weights_typed(weighted: bool) -> tuple[dict, dict]:
 
 def triton_kernels(k_pad: int, d_pad: int, cfg: LaunchConfig, precision: str) -> dict:
     """kernel name -> (jit function, pointer and integer signature, launch meta as the launch uses it). X is
-    float32; the lifted parameters, the center and L float64 under fp64 (turbo_gmm.lift.lift_dtype)."""
+    float32; the lifted parameters, the center and L float64 under fp64 (turbo_gmm.diag.lift.lift_dtype)."""
     lp = PTRS64 if precision == FP64 else PTRS32
     w = weight_strides(k_pad, d_pad, precision)
     one = {"X": PTRS32, "center": lp, "W": lp, "b": lp, "n_out": PTRS64, "su_out": PTRS64,
@@ -127,7 +127,7 @@ def _full_kernels(algorithm: str) -> dict:
 
 
 def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
-    """Algorithm 3's warp-specialized pass 2 (Gluon, d_pad = 32) as turbo_gmm.two_pass_ws launches it: the
+    """Algorithm 3's warp-specialized pass 2 (Gluon, d_pad = 32) as turbo_gmm.diag.two_pass_ws launches it: the
     kernel, its signature (a TMA descriptor of X's 64 x 32 tiles) and its compile-time parameters
     (``weighted``: with sample weights)."""
     import torch
@@ -136,7 +136,7 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.runtime.jit import mangle_type
 
-    from turbo_gmm import two_pass_ws
+    from turbo_gmm.diag import two_pass_ws
 
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
     X = torch.empty(64, two_pass_ws.D_PAD)
@@ -154,11 +154,11 @@ def _ws_pass2(k_pad: int, cfg: LaunchConfig, weighted: bool = False):
 
 
 def _ws_one_pass(k_pad: int, pingpong: bool = False, weighted: bool = False, d_pad: int = 32, overlap: bool = False):
-    """Algorithm 2 warp-specialized (Gluon) as turbo_gmm.one_pass_ws launches it: the kernel's source, its
+    """Algorithm 2 warp-specialized (Gluon) as turbo_gmm.diag.one_pass_ws launches it: the kernel's source, its
     compile-time parameters and launch options (``weighted``: with sample weights)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from turbo_gmm import one_pass_ws
+    from turbo_gmm.diag import one_pass_ws
 
     meta = one_pass_ws.launch_meta(k_pad, d_pad, pingpong, overlap)
     constexprs = {k: v for k, v in meta.items() if k.isupper()}
@@ -176,7 +176,7 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d
     """The warp-specialized one pass's sm_90 compile at (K, d): :func:`_usage` at its 4 x (consumers + 1) warps,
     plus what its schedule relies on -- setmaxnreg's register split, the planned shared memory, the SASS counts
     of the tensor-core products, their waits, and the spill loads and stores, and :func:`wgmma_serialized`."""
-    from turbo_gmm import one_pass_ws
+    from turbo_gmm.diag import one_pass_ws
 
     k_pad, d_pad = pow2_at_least_16(K), pow2_at_least_16(d)
     source, constexprs, options = _ws_one_pass(k_pad, pingpong, weighted, d_pad, overlap)
@@ -200,7 +200,7 @@ def ws_one_pass_report(K: int, pingpong: bool = False, weighted: bool = False, d
 
 
 def one_pass_ws_k_pads() -> dict:
-    from turbo_gmm import one_pass_ws  # Gluon: imported where a warp-specialized report is asked for
+    from turbo_gmm.diag import one_pass_ws  # Gluon: imported where a warp-specialized report is asked for
 
     return one_pass_ws.K_PADS
 
@@ -284,11 +284,11 @@ def report(K: int, d: int, algorithm: str, precision: str = "tf32x3", cfg: Launc
 def full_report(K: int, d: int, algorithm: str, moments: str = "center", dataflow: str = "products",
                 precision: str = "tf32x3", cfg: FullConfig | None = None) -> list[dict]:
     """One row per full-covariance kernel of ``algorithm`` at (K, d), unweighted, with ``cfg`` (default:
-    turbo_gmm.full.config.default_config): :func:`_usage` plus the SASS's tensor-core products (HMMA / HGMMA),
+    turbo_gmm.dispatch.full_launch_config): :func:`_usage` plus the SASS's tensor-core products (HMMA / HGMMA),
     which say whether the score and the statistics reached the tensor cores. Moments "component" is the
     statistics kernels' SHIFTED variant (one tensor-core product per component, kernels/full/tiles.py)."""
     refuse_interpreter()
-    cfg = cfg or full_config.default_config(algorithm, K, d, dataflow)
+    cfg = cfg or full_launch_config(algorithm, K, d, dataflow)
     k_pad, d_pad = padded_sizes(K, d)
     block_k = min(cfg.block_k, k_pad)  # the launch caps the component tile at K_pad
     meta = dict(K_PAD=k_pad, D_PAD=d_pad, BLOCK_N=cfg.block_n, BLOCK_K=block_k, F=PAIR_BLOCK, COLS=cfg.cols,
@@ -356,7 +356,7 @@ def _usage(compiled, warps: int) -> dict:
 
 
 # gl.exp / tl.exp lower to ex2.approx.f32, which ptxas keeps exact for results below 2^-126 with this compare
-# (then a halving before MUFU.EX2 and a squaring after); turbo_gmm.two_pass_ws.exp_ftz has none
+# (then a halving before MUFU.EX2 and a squaring after); turbo_gmm.diag.two_pass_ws.exp_ftz has none
 EX2_SUBNORMAL_FIXUP = r"FSETP\.GEU\.AND P\d+, PT, R\d+, -126"
 
 

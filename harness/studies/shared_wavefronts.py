@@ -38,7 +38,7 @@ from harness.env import git_commit
 from harness.studies.resources import compile_triton_kernel, refuse_interpreter, shape_arguments, triton_kernels
 from turbo_gmm.dispatch import launch_config
 from turbo_gmm.launch import LaunchConfig, parse_config
-from turbo_gmm.lift import pow2_at_least_16
+from turbo_gmm.diag.lift import pow2_at_least_16
 
 BANKS, BANK_BYTES, MAX_VECTOR_BYTES = 32, 4, 16
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2}
@@ -234,10 +234,10 @@ def main(argv=None) -> None:
     p = shape_arguments(__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None, help="LaunchConfig as in harness.studies.measure")
     p.add_argument("--w-storage", choices=("launch", "rows"), default="launch",
-                   help="W as a launch stores it (turbo_gmm.lift.weights_buffer) or row-major at every precision "
+                   help="W as a launch stores it (turbo_gmm.diag.lift.weights_buffer) or row-major at every precision "
                         "(components contiguous: fp64's storage before 2026-12-05)")
     p.add_argument("--x-columns", choices=("launch", "twice"), default="launch",
-                   help="the lifted tile as a launch forms it (turbo_gmm.lift.gathers_rows) or each half loading its own "
+                   help="the lifted tile as a launch forms it (turbo_gmm.diag.lift.gathers_rows) or each half loading its own "
                         "copy of X's columns (fp64's form before 2026-12-05)")
     p.add_argument("--out", type=Path, default=None, help="also merge each kernel's tile into this CSV")
     a = p.parse_args(argv)

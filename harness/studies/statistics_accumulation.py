@@ -13,10 +13,10 @@ skipped rows:
 
 * ``accuracy.csv``: at ACCURACY_SHAPES, for Algorithm 2 and Algorithm 3 where they run, in memory (and streamed in 8
   chunks at N <= 20M, K <= 64, which is also what a distributed fit computes: float64 sums of the chunks'
-  statistics), the max over components of the relative error of n, s, u (scales: turbo_gmm.estep.SCALES) against
+  statistics), the max over components of the relative error of n, s, u (scales: turbo_gmm.diag.estep.SCALES) against
   - ``per_tile``: the same kernel with ``sum_tiles = 1``, every row tile committed alone in float64 (the same
     responsibilities bit for bit): the accumulation's error alone, issue 21's target (<= 1e-6);
-  - ``float64``: float64 statistics of the same lift and normalizer (turbo_gmm.estep.float64_statistics): the
+  - ``float64``: float64 statistics of the same lift and normalizer (turbo_gmm.diag.estep.float64_statistics): the
     kernels' score rounding is part of this one.
   Configurations (CONFIGS): ``default`` (turbo_gmm.dispatch.launch_config: the warp-specialized kernels where they
   are routed), ``unbounded`` (the same with sum_tiles = 0: float32 sums over all of a program's tiles, the
@@ -102,7 +102,7 @@ def problem(N: int, K: int, d: int):
     import torch
 
     from turbo_gmm.datasets import make_dataset, shared_init
-    from turbo_gmm.em import data_center
+    from turbo_gmm.diag.em import data_center
 
     X = make_dataset(N, K, d, 0, "cuda").X
     init = shared_init(X, K, 0)
@@ -112,8 +112,8 @@ def problem(N: int, K: int, d: int):
 
 def algorithms_that_run(K: int, d: int) -> list[str]:
     """Both algorithms, less Algorithm 2 where it cannot hold its lifted parameters in shared memory."""
-    from turbo_gmm.lift import pow2_at_least_16
-    from turbo_gmm.one_pass import _wgmma_shared_memory_limit, shared_memory_floor
+    from turbo_gmm.diag.lift import pow2_at_least_16
+    from turbo_gmm.diag.one_pass import _wgmma_shared_memory_limit, shared_memory_floor
 
     limit = _wgmma_shared_memory_limit(0)
     fits = limit is None or shared_memory_floor(pow2_at_least_16(K), pow2_at_least_16(d), "tf32x3") <= limit
@@ -124,7 +124,7 @@ def tiles_per_sum(stats, cfg) -> int:
     """The most row tiles one float32 running sum of ``cfg``'s kernel adds at this problem's N."""
     import triton
 
-    from turbo_gmm import one_pass_ws
+    from turbo_gmm.diag import one_pass_ws
     from turbo_gmm.launch import program_count, statistics_pass_grid, sum_bounded
 
     X, K = stats.X, stats.K
@@ -142,9 +142,9 @@ def tiles_per_sum(stats, cfg) -> int:
 
 
 def streamed(X, params, center, algorithm: str, cfg):
-    """Statistics of X in STREAM_CHUNKS row chunks (turbo_gmm.estep.BlockStatistics, float64 sums over chunks), chunk
+    """Statistics of X in STREAM_CHUNKS row chunks (turbo_gmm.diag.estep.BlockStatistics, float64 sums over chunks), chunk
     boundaries on multiples of 4096 rows so that Algorithm 3's pass 1 sees the same row tiles as in memory."""
-    from turbo_gmm.estep import BlockStatistics
+    from turbo_gmm.diag.estep import BlockStatistics
 
     K = params[1].shape[0]
     block = BlockStatistics(K, X.shape[1], center, "triton", algorithm, "tf32x3", cfg)
@@ -219,7 +219,7 @@ def timing(shape: str, out: Appender, deadline: float, N_override=None, reps=REP
 
     import turbo_gmm
     from harness.studies.measure import parse_shape, time_ms
-    from turbo_gmm.em import Workspace, resolve_algorithm, statistics_kernel
+    from turbo_gmm.diag.em import Workspace, resolve_algorithm, statistics_kernel
 
     N, K, d = parse_shape(shape)
     N = N_override or N
@@ -255,11 +255,11 @@ def dispatch(shape: str, out: Appender, deadline: float, N_override=None, reps=K
     import torch
 
     from harness.studies.measure import parse_shape, time_ms
-    from turbo_gmm import one_pass_ws
+    from turbo_gmm.diag import one_pass_ws
     from turbo_gmm.dispatch import launch_config
-    from turbo_gmm.em import Workspace
-    from turbo_gmm.lift_kernel import lift_into
-    from turbo_gmm.one_pass import one_pass_statistics
+    from turbo_gmm.diag.em import Workspace
+    from turbo_gmm.diag.lift_kernel import lift_into
+    from turbo_gmm.diag.one_pass import one_pass_statistics
 
     N, K, d = parse_shape(shape)
     N = N_override or N

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from turbo_gmm.datasets import generate_rows
-from turbo_gmm.estep import BlockStatistics, mstep_diag
+from turbo_gmm.diag.estep import BlockStatistics, mstep_diag
 from turbo_gmm.streaming import host_column_mean, rows_per_chunk, streamed_statistics
 
 

@@ -1,7 +1,7 @@
 """GPU diagnostic: why the estimator's "validation" phase read ~2 ms at every N in the e2e rows while
 ``column_moments`` alone is ~0.6 ms at 1M (issue 19's validation + centering target, <= 2 ms at 20M x 32).
 
-In one process on the same data: ``turbo_gmm.em.column_moments`` timed with CUDA events (min and median of
+In one process on the same data: ``turbo_gmm.diag.em.column_moments`` timed with CUDA events (min and median of
 20) bare, while the harness's ``NvmlSampler`` polls, after ``import jax`` and after the GPU idled 50 ms (as
 it does while the host prepares a fit), and ``column_sums`` alone; then three estimator fits from a host
 array and three from the device tensor with their ``fit_profile_`` in milliseconds; torch's ``X.sum(0)`` (one
@@ -9,7 +9,7 @@ read of X, float32) for the bandwidth a reduction reaches.
 
     python -m harness.studies.validation_phase [--sizes 1M,20M] > validation_phase.log
 
-``--tiles OUT.csv``: instead, the validation kernel's launch geometry at 20M x 32 (``turbo_gmm.column_sums``: tile
+``--tiles OUT.csv``: instead, the validation kernel's launch geometry at 20M x 32 (``turbo_gmm._column_sums``: tile
 elements, loads a step, programs per SM, warps), each timed alone with CUDA events (min and median of 20)
 beside the HBM floor (4 N d bytes at 4.3 TB/s) and torch's ``X.sum(0)`` in the same run, one row each to OUT.csv.
 
@@ -33,8 +33,8 @@ from harness.roofline import ISSUE_23_RATES, read_ms
 from harness.studies.estimator_e2e import SIZES
 from turbo_gmm import GaussianMixture
 from turbo_gmm.datasets import make_dataset
-from turbo_gmm.column_sums import column_sums
-from turbo_gmm.em import column_moments
+from turbo_gmm._column_sums import column_sums
+from turbo_gmm.diag.em import column_moments
 
 
 def event_ms(fn, reps: int = 20, pause_s: float = 0.0) -> tuple[float, float]:

@@ -3,9 +3,9 @@
     python -m harness.studies.ws_pass2 [SHAPE ...]     (Hopper GPU; default 1M_512_32 1M_1024_32 1M_4096_32)
 
 For each shape the dispatch rule's launch config runs pass 2 with and without
-``warp_specialized_pass2`` (kernels/two_pass_ws.py), and the warp-specialized one also at
+``warp_specialized_pass2`` (kernels/diag/two_pass_ws.py), and the warp-specialized one also at
 2 programs per SM: ms (best of 10 launches by CUDA events) and each one's worst
-per-component error against float64 statistics (:func:`turbo_gmm.estep.float64_statistics`)
+per-component error against float64 statistics (:func:`turbo_gmm.diag.estep.float64_statistics`)
 of the first, a middle and the last component tile; one JSON line per shape.
 """
 from __future__ import annotations
@@ -19,11 +19,11 @@ import torch
 from harness.studies.measure import parse_shape, time_ms
 from turbo_gmm.datasets import make_dataset, shared_init
 from turbo_gmm.dispatch import launch_config
-from turbo_gmm.em import Workspace, data_center
-from turbo_gmm.lift_kernel import lift_into
-from turbo_gmm.two_pass import normalizer_pass, statistics_pass
-from turbo_gmm.estep import float64_statistics
-from turbo_gmm.two_pass_ws import D_PAD, statistics_pass_ws
+from turbo_gmm.diag.em import Workspace, data_center
+from turbo_gmm.diag.lift_kernel import lift_into
+from turbo_gmm.diag.two_pass import normalizer_pass, statistics_pass
+from turbo_gmm.diag.estep import float64_statistics
+from turbo_gmm.diag.two_pass_ws import D_PAD, statistics_pass_ws
 
 DEFAULT_SHAPES = ["1M_512_32", "1M_1024_32", "1M_4096_32"]
 

@@ -6,8 +6,8 @@ import torch
 
 from turbo_gmm.datasets import make_dataset
 from harness.studies import full_bench as fb
-from turbo_gmm import reference_full as rf
-from turbo_gmm.full import config as full_config
+from turbo_gmm.full import reference as rf
+from turbo_gmm import dispatch
 
 
 def test_parse_shape_and_roofline():
@@ -63,7 +63,7 @@ def test_configs_only_is_the_rule_s_choice_with_and_without_each_config():
     ab = fb.variants(1_000_000, 128, 32, ["tf32x3"], True, ["resident_weights=1", "num_stages=2"], configs_only=True)
     assert [v.config for v in ab] == ["", "resident_weights=1", "num_stages=2"]
     assert {(v.covariance, v.dataflow, v.algorithm, v.moments, v.slab_dtype) for v in ab} == {
-        ("full", full_config.choose_dataflow(32), full_config.choose_algorithm(128, 32), "center", torch.float32)}
+        ("full", dispatch.full_dataflow(32), dispatch.full_algorithm(128, 32), "center", torch.float32)}
 
 
 def test_implied_rule_reads_the_thresholds_off_the_rows():

@@ -1,40 +1,25 @@
-"""Full covariance: one fused EM iteration (`em_step`), a fixed-length fit (`fit`) and the E-step alone
-(`estep_statistics`), mirroring kernels/em.py.
+"""Full covariance: one fused EM iteration (``em_step``), a fixed-length fit (``fit``) and the E-step alone.
 
-Parameters are scikit-learn's: weights (K,), means (K, d) and precisions_cholesky (K, d, d), the
-upper-triangular U_k with U_k U_k^T = Sigma_k^-1 (:func:`turbo_gmm.full.parameters.precisions_cholesky`
-makes it from covariances). An iteration: the score operands from the parameters (float64 torch,
-Theta(K d^2)), one fused E-step (kernels/full/one_pass.py or two_pass.py), the float64 M-step with
-its batched Cholesky (torch.linalg). Nothing synchronizes with the host inside a fit; a failed
-Cholesky is flagged on the device and raised after the loop as scikit-learn's ValueError.
-
-``sample_weight`` (N,), finite and >= 0: every statistic is weighted, the weights are normalized by
-their sum (through n_k / sum n_k), and ell = sum_i w_i log p(x_i); integer weights give the fit of
-duplicated rows. X is centered in the kernels (x - c in registers, c the column mean) as for diag.
-
-``moments``: where the kernels sum the first and second moments. "center": about c, on the tensor cores,
-every component of a tile at once; their float32 rounding is u32 |x - c|^2 per entry of M2, which a
-component far from c with fewer points than dimensions cannot carry (its smallest eigenvalues are
-reg_covar: 1M_128_32 on the H200, 18 points in d = 32, |mu - c|^2 = 215, raised an ill-defined covariance
-that float64 EM does not). "component": about each component's incoming mean (u32 |x - mu_k|^2), one
-component at a time off the tensor cores. "auto" (the default): "center", and where an M-step's Cholesky
-fails, the fit (or step) again with "component" before scikit-learn's ValueError; ``moments`` of the result
-says which ran.
-"""
+Parameters are scikit-learn's (weights, means, precisions_cholesky U_k, U_k U_k^T = Sigma_k^-1). An iteration:
+score operands in float64, one fused E-step on rows centered in registers, the float64 M-step with a batched
+Cholesky; a failed Cholesky is flagged on the device and raised after the loop as scikit-learn's ValueError.
+``moments``: "center" sums about the data's center on the tensor cores, too coarse (u32 |x - c|^2) for a far
+component with fewer points than dimensions; "component" sums about each component's mean; "auto" retries
+with "component" where a Cholesky fails."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from ..em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center
-from . import config as full_config
-from .loop import GraphedFit, cached
+from .._data import check_data, data_center, normalized_sample_weight
+from ..dispatch import ALGORITHMS, FLOAT32_PRECISIONS, full_algorithm, full_dataflow, full_launch_config
+from .._graph_loop import GraphedFit, cached
 from .one_pass import one_pass_statistics
-from .parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes,
-                                     score_parameters, unpack_statistics)
+from .parameters import (DATAFLOWS, feature_pairs, moment_shifts, mstep_full, padded_sizes, score_parameters,
+    unpack_statistics)
 from .two_pass import two_pass_statistics
-from ..reference_full import ILL_DEFINED_COVARIANCE
+from .reference import ILL_DEFINED_COVARIANCE
 
 
 @dataclass
@@ -80,10 +65,11 @@ def check_parameters(X, weights, means, precisions_cholesky, tied: bool = False)
         if t.device != X.device:
             raise ValueError(f"{name} is on {t.device} but X is on {X.device}")
     U = precisions_cholesky
-    flags = torch.stack([torch.isfinite(weights).all() & (weights > 0).all(), torch.isfinite(means).all(),
+    flags = torch.stack([torch.isfinite(weights).all() & (weights >= 0).all() & (weights > 0).any(),
+                         torch.isfinite(means).all(),
                          torch.isfinite(U).all(), (torch.tril(U, -1) == 0).all(),
                          (torch.diagonal(U, dim1=-2, dim2=-1) > 0).all()]).tolist()
-    problems = ["weights must be finite and > 0", "means have non-finite entries",
+    problems = ["weights must be finite and >= 0 (one > 0)", "means have non-finite entries",
                 "precisions_cholesky has non-finite entries",
                 "precisions_cholesky must be upper triangular (scikit-learn's precisions_cholesky_)",
                 "precisions_cholesky must have a positive diagonal"]
@@ -96,11 +82,11 @@ def resolve(K, d, algorithm, dataflow, precision):
     if precision not in FLOAT32_PRECISIONS:
         raise ValueError(f"precision must be one of {FLOAT32_PRECISIONS} for full and tied covariances, got {precision!r}")
     if algorithm == "auto":
-        algorithm = full_config.choose_algorithm(K, d)
-    if algorithm not in full_config.ALGORITHMS:
-        raise ValueError(f"algorithm must be 'auto' or one of {full_config.ALGORITHMS}, got {algorithm!r}")
+        algorithm = full_algorithm(K, d)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be 'auto' or one of {ALGORITHMS}, got {algorithm!r}")
     if dataflow == "auto":
-        dataflow = full_config.choose_dataflow(d)
+        dataflow = full_dataflow(d)
     if dataflow not in DATAFLOWS:
         raise ValueError(f"dataflow must be 'auto' or one of {DATAFLOWS}, got {dataflow!r}")
     return algorithm, dataflow
@@ -158,11 +144,13 @@ def _prepared(X, init, sample_weight, algorithm, dataflow, precision, center, co
     check_data(X)
     weights, means, U = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, U)
-    sample_weight = check_sample_weight(X, sample_weight)
+    sample_weight, scale = normalized_sample_weight(X, sample_weight)  # mean 1 before float32 (turbo_gmm._data)
     K, d = means.shape
     algorithm, dataflow = resolve(K, d, algorithm, dataflow, precision)
-    cfg = config or full_config.default_config(algorithm, K, d, dataflow)
-    return weights, means, U, sample_weight, algorithm, dataflow, cfg, Workspace(X, K, algorithm, data_center(X, center))
+    cfg = config or full_launch_config(algorithm, K, d, dataflow)
+    ws = Workspace(X, K, algorithm, data_center(X, center))
+    ws.weight_scale = scale  # sum w / N: the sums over rows back in the caller's units
+    return weights, means, U, sample_weight, algorithm, dataflow, cfg, ws
 
 
 def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=None, algorithm: str = "auto",
@@ -176,8 +164,8 @@ def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=No
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
         X, (weights, means, precisions_cholesky), sample_weight, algorithm, dataflow, precision, center, config,
         moments)
-    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg, moments),
-            ws.center64)
+    sums = workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg, moments)
+    return (*(t * ws.weight_scale for t in sums), ws.center64)
 
 
 def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
@@ -193,7 +181,7 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
         n, s, M2, ll = workspace_statistics(X, sw, weights, means, U, ws, algorithm, dataflow, precision, cfg, ran)
         new_w, new_m, cov, new_U, ok = mstep_full(n, s, M2, ws.center64, reg_covar)
         if bool(ok):
-            return StepResult(new_w, new_m, cov, new_U, ll, algorithm, dataflow, ran)
+            return StepResult(new_w, new_m, cov, new_U, ll * ws.weight_scale, algorithm, dataflow, ran)
     raise ValueError(ILL_DEFINED_COVARIANCE)
 
 
@@ -212,10 +200,8 @@ def _state(K, d, dev):
 def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, algorithm: str = "auto",
         dataflow: str = "auto", precision: str = "tf32x3", center=True, config=None,
         cuda_graph: bool = True, moments: str = "auto") -> FitResult:
-    """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, precisions_cholesky), no early stop.
-    On CUDA the loop is captured as a CUDA graph on first use and replayed by later fits of the same X,
-    weights and settings (``cuda_graph=False``: eagerly). One host sync per fit, after the loop; under
-    ``moments="auto"`` a fit whose Cholesky failed runs again from ``init`` with moments "component"."""
+    """Exactly ``n_iter`` EM iterations from ``init`` = (weights, means, precisions_cholesky), as a CUDA graph on
+    CUDA (replayed for the same X and settings); under ``moments="auto"`` a failed fit reruns with "component"."""
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     weights, means, U, sw, algorithm, dataflow, cfg, ws = _prepared(
@@ -239,6 +225,6 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
             _iterate(X, sw, state, ws, lls, ok_t, algorithm, dataflow, precision, reg_covar, cfg, ran)
             ok = bool(ok_t)
         if ok:
-            return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls, algorithm,
-                             dataflow, precision, graphed, ran)
+            return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls * ws.weight_scale,
+                             algorithm, dataflow, precision, graphed, ran)
     raise ValueError(ILL_DEFINED_COVARIANCE)

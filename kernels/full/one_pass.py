@@ -1,26 +1,21 @@
 """Full covariance, Algorithm 2: X read once, the score computed once.
 
-A persistent launch; each program strides over row tiles and keeps the whole component axis:
-per tile it asks L2 for its next tile's rows of X (tiles.prefetch_rows), loads and splits x - c
-once, scores every component tile (either dataflow of kernels/full/tiles.py), completes the row
-normalizer (m, lambda) with the online merge, forms Gamma = exp(S - L) times the sample weight,
-and adds the tile's statistics into its own slot of the statistics slab. With more than one
-component tile the score tiles wait in a per-program scratch (BLOCK_N x K_PAD float32, L1/L2
-resident: no N x K matrix); with one, Gamma reuses the exponentials of the normalizer. The
-float64 statistics are the slots' sum (deterministic).
-"""
+A persistent launch striding over row tiles with the whole component axis: prefetch the next tile, load and
+split x - c once, score every component tile, merge (m, lambda) online, form Gamma = exp(S - L) times the
+sample weight, and add the tile's statistics into the program's slab slot. Score tiles wait in a
+per-program scratch (no N x K matrix) when there is more than one component tile."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import interpreter_compat, tf32x3
+from .. import _interpreter as interpreter_compat, tf32x3
 from .parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
-                               resident_weights, row_weights, score_tile)
+from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score, resident_weights,
+    row_weights, score_tile)
 from ..launch import program_count
-from ..lift import SENTINEL
+from ..diag.lift import SENTINEL
 
 interpreter_compat.install()
 
@@ -87,13 +82,10 @@ def _full_one_pass_kernel(
 
 def one_pass_statistics(X, center, sample_weight, params, shift, pairs, k_pad: int, dataflow: str, precision: str,
                         cfg):
-    """(statistics table (rows x k_pad) float64, ell (float64 scalar tensor)) of one E-step by Algorithm 2.
+    """(statistics table (rows x k_pad) float64, ell) of one full E-step by Algorithm 2.
 
-    X (N, d) float32; center (d_pad,) float32; sample_weight (N,) float32 or None; params =
-    :func:`turbo_gmm.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the center, on
-    the tensor cores) or (k_pad, d_pad) float32, the per-component shifts the moments are summed about
-    (:func:`turbo_gmm.full.parameters.moment_shifts`); pairs its feature_pairs; cfg a FullConfig. The table's
-    moments are about the shifts (:func:`turbo_gmm.full.parameters.unpack_statistics`)."""
+    params: :func:`turbo_gmm.full.parameters.score_parameters` for ``dataflow``; shift None (moments about the
+    center) or the per-component shifts (k_pad, d_pad) the moments are summed about; cfg a FullConfig."""
     N, d = X.shape
     d_pad = center.shape[0]
     block_k = min(cfg.block_k, k_pad)

@@ -1,21 +1,9 @@
-"""Full-covariance parameters on the device in float64: what the kernels read, and the M-step.
+"""Full-covariance parameters in float64: the kernels' score operands and the M-step.
 
-Per component the kernels take the precision Cholesky factor U_k (upper triangular,
-U U^T = Sigma^-1, scikit-learn's ``precisions_cholesky_``) in centered coordinates
-(mu' = mu - c), in one of two layouts:
-
-- ``products`` (per-component products): y = (x - c) [U_1 | U_2 | ...] - [mu'_1 U_1 | ...], the
-  score b_k - ||y_k||^2 / 2 with b_k = log pi_k + log|U_k| - d/2 log 2pi; N K d^2 multiply-adds.
-- ``lift`` (quadratic features): S = phi(x - c) Wq + (x - c) Wl + bl with phi the products
-  x_i x_j over block pairs (I <= J) of PAIR_BLOCK features (the upper block triangle of x x^T),
-  Wq = -Lambda over an off-diagonal block and -Lambda / 2 over a diagonal one, Wl = Lambda mu',
-  bl = b - mu'^T Lambda mu' / 2; N K (pairs * PAIR_BLOCK^2 + d) multiply-adds, about half.
-
-Matrices are stored in float32 as their TF32 high half and exact remainder (turbo_gmm.tf32x3's
-split, done once here rather than in every kernel program) and zero-padded to powers of two;
-padded components get the finite sentinel in b. The statistics come back as one float64 table
-(see :func:`statistics_rows`), and :func:`unpack_statistics` gives (n, s, M2) from it.
-"""
+Per component the kernels take U_k (U U^T = Sigma^-1) about the center: ``products`` scores
+y = (x - c) [U_1 | U_2 | ...] - [mu'_1 U_1 | ...] (N K d^2 work); ``lift`` scores quadratic features of
+PAIR_BLOCK-feature block pairs (half the work, but it cancels |x|^2-sized terms). Matrices are stored as TF32
+halves (split once here) zero-padded to powers of two; statistics come back as one float64 table."""
 from __future__ import annotations
 
 import math
@@ -23,9 +11,9 @@ import math
 import torch
 
 from .. import tf32x3
-from ..lift import SENTINEL, pow2_at_least_16
-from ..mstep import EPS64
-from ..reference_full import ILL_DEFINED_COVARIANCE
+from ..diag.lift import SENTINEL, pow2_at_least_16
+from ..diag.mstep import EPS64
+from .reference import ILL_DEFINED_COVARIANCE
 
 PAIR_BLOCK = 8  # features per block of the pair features: blocks pairs of 8 x 8 = 64 lanes, tl.dot's K >= 16
 DATAFLOWS = ("products", "lift")
@@ -79,16 +67,14 @@ def log_det_cholesky(U: torch.Tensor) -> torch.Tensor:
 
 def _bias(weights, U, d, k_pad):
     b = torch.full((k_pad,), SENTINEL, dtype=torch.float64, device=U.device)
-    b[: weights.shape[0]] = torch.log(weights) + log_det_cholesky(U) - 0.5 * d * math.log(2.0 * math.pi)
+    b[: weights.shape[0]] = torch.where(  # weight 0 scores as a padded component (log 0 = -inf: NaN downstream)
+        weights > 0, torch.log(weights) + log_det_cholesky(U) - 0.5 * d * math.log(2.0 * math.pi), SENTINEL)
     return b
 
 
 def product_parameters(weights, means, U, center, k_pad: int, d_pad: int, precision: str):
-    """(Lcat (2, k_pad * d_pad, d_pad), off (k_pad * d_pad,), b (k_pad,)) float32 for the ``products`` score:
-    Lcat = [U_1 | U_2 | ...] (d_pad x k_pad d_pad) stored K-major, each column's d_pad entries contiguous, the
-    order a TF32 wgmma reads its B operand in (stored with columns contiguous, every row tile transposed the
-    weights through registers into shared memory by 8-way bank-conflicted stores: 21.1 against 16.4 ms/iter at
-    20M_32_16 on the H200, results/h200/kernel_measure/full_bench_layouts_2026-12-02_093139c.csv)."""
+    """(Lcat (2, k_pad d_pad, d_pad), off (k_pad d_pad,), b (k_pad,)) float32 for the ``products`` score; Lcat =
+    [U_1 | U_2 | ...] stored K-major, the order a TF32 wgmma reads its B operand (no transposing stores a tile)."""
     K, d = means.shape
     mu = means - center
     Lcat = torch.zeros(d_pad, k_pad, d_pad, dtype=torch.float64, device=U.device)
@@ -143,15 +129,11 @@ def moment_shifts(means, center, k_pad: int, d_pad: int) -> torch.Tensor:
 
 
 def unpack_statistics(stats: torch.Tensor, K: int, d: int, pairs, shift: torch.Tensor | None = None):
-    """(n (K,), s (K, d), M2 (K, d, d)) float64 from the statistics table (rows x k_pad), about the kernel's center.
+    """(n (K,), s (K, d), M2 (K, d, d)) float64 about the center from the statistics table.
 
-    With ``shift`` (moments "component", :func:`moment_shifts`) the table's first and second moments are about
-    the per-component shifts m_k, t and M2_m; they are moved to the center here, in float64: s = t + n m,
-    M2 = M2_m + m t^T + t m^T + n m m^T.
-    Float32 sums about the center would carry u32 |x - c|^2 per entry of M2, more than reg_covar where a component
-    far from the center has fewer points than dimensions (1M_128_32 on the H200: 18 points in d = 32,
-    |mu - c|^2 = 215, 15 eigenvalues at reg_covar = 1e-6); the float64 move costs u64 |m|^2, and the M-step's
-    M2 / n - mu mu^T cancels it back to the shifted sums."""
+    With ``shift`` (moments "component") the table's moments are about the shifts m_k and are moved to the
+    center here in float64 (s = t + n m, M2 = M2_m + m t^T + t m^T + n m m^T): the move costs u64 |m|^2, where
+    float32 sums about the center would have cost u32 |x - c|^2."""
     F = PAIR_BLOCK
     k_pad = stats.shape[1]
     d_pad = stats.shape[0] - 1 - pairs[0].shape[0] * F * F
@@ -202,11 +184,11 @@ def covariances_from_precisions_cholesky(U: torch.Tensor) -> torch.Tensor:
     return C @ C.transpose(-1, -2)
 
 
-def mstep_full(n, s, M2, center, reg_covar: float):
+def mstep_full(n, s, M2, center, reg_covar: float, guard: float | None = None):
     """(weights, means, covariances, precisions_cholesky, ok) from statistics about ``center``, in float64, as
     scikit-learn's _m_step: n_k + 10 eps64 in every division, weights normalized to sum to one,
     Sigma_k = M2_k / n_k - mu'_k mu'_k^T + reg_covar I. ``ok`` (device bool) is False where a Cholesky failed."""
-    nk = n + 10.0 * EPS64
+    nk = n + (10.0 * EPS64 if guard is None else guard)  # guard: turbo_gmm.diag.mstep.mstep_guard's
     mu = s / nk[:, None]
     cov = M2 / nk[:, None, None] - mu[:, :, None] * mu[:, None, :]
     cov = cov + reg_covar * torch.eye(mu.shape[1], dtype=cov.dtype, device=cov.device)

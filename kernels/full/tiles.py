@@ -1,24 +1,16 @@
 """Triton pieces the full-covariance kernels share: the row tile, the two scores, the statistics.
 
-A score tile is S[rows, k0 : k0 + BLOCK_K] (float32, padded components at the sentinel), by
-either dataflow of :mod:`turbo_gmm.full.parameters`:
+A score tile is S[rows, k0 : k0 + BLOCK_K] (float32, padded components at the sentinel), by either dataflow:
 
-- ``products``: y = (x - c) @ Lcat[:, cols] - off[cols], COLS columns per tl.dot (COLS // d_pad
-  components, or a d_pad / COLS-th of one), ||y||^2 summed per component in registers;
-- ``lift``: (x - c) @ Wl plus, per block pair (I, J), phi @ Wq[pair] where phi (rows x 64) is the
-  outer product of the row tile's feature blocks I and J, formed in registers (re-read from L1).
+- ``products``: y = (x - c) @ Lcat[:, cols] - off[cols], COLS columns per tl.dot, ||y||^2 per component;
+- ``lift``: (x - c) @ Wl plus, per feature-block pair (I, J), phi @ Wq[pair], phi the outer product of the
+  row tile's blocks I and J formed in registers.
 
-The statistics of a responsibility tile g (rows x BLOCK_K, weights and row mask applied) are the
-same for both: n = sum g, s = (x - c)^T g and per block pair phi^T g (the upper block triangle of
-sum g (x - c)(x - c)^T), added into the program's own slot of a statistics slab in global memory
-(rows of :func:`turbo_gmm.full.parameters.statistics_rows` x KW): the d^2 / 2 second-moment sums per
-component do not fit in registers. Each sum is a relaxed atomic add (fire-and-forget REDG.ADD.F32x4 in L2), not
-a load and a store: one program owns a slot, so its order is the row tiles', and no row tile waits on the slot's
-round trip to L2 (20M_32_16 13.5 -> 11.4 ms/iter on the H200, kernel_measure/full_bench_slab_red_*.csv).
-Products are TF32 splits (turbo_gmm.tf32x3) with the weights split on the host. Moments "component"
-(the fallback of :mod:`turbo_gmm.full.em`) sums s and the pair blocks about each component's own shift
-m_k instead (its incoming mean), one tensor-core product per component.
-"""
+The statistics of a responsibility tile g are n = sum g, s = (x - c)^T g and per block pair phi^T g (the
+upper block triangle of the second moments), added into the program's own slot of a slab in global memory
+(d^2 / 2 sums a component do not fit in registers) by relaxed atomic adds: one program owns a slot, so the
+order is its row tiles', and no tile waits on L2. Products are TF32 splits. Moments "component" (the
+fallback of :mod:`turbo_gmm.full.em`) sums about each component's own incoming mean instead."""
 from __future__ import annotations
 
 import triton
@@ -38,9 +30,8 @@ def centered_tile(X, center, rows, cols, N, d, stride_x):
 
 @triton.jit
 def prefetch_rows(X, rows, N, stride_x, D_PAD: tl.constexpr, PREFETCH: tl.constexpr):
-    """Ask L2 for the rows' lines of X (prefetch.global.L2, no registers held): issued a row tile ahead, the tile's
-    loads hit L2 instead of waiting on HBM. Rows past N are clamped to the last row. A no-op unless PREFETCH (off
-    in the interpreter, which has no inline PTX; it moves no value, only where X's lines wait)."""
+    """Ask L2 for the rows of X a tile ahead (prefetch.global.L2, no registers held); rows past N clamp to the
+    last. A no-op unless PREFETCH (the interpreter has no inline PTX)."""
     if PREFETCH:
         LINES: tl.constexpr = (D_PAD * 4 + 127) // 128  # 128-byte lines a row spans (at most; rows need not align)
         line = tl.arange(0, LINES) * 32
@@ -80,9 +71,7 @@ def load_split(W, w_lo, offsets, PRECISION: tl.constexpr):
 
 @triton.jit
 def weight_columns(Lcat, l_lo, cols, D_PAD: tl.constexpr, PRECISION: tl.constexpr):
-    """Lcat[:, cols] (D_PAD x len(cols)), high and low, from Lcat stored K-major (k_pad d_pad, d_pad): a column's
-    D_PAD entries contiguous, the order a TF32 wgmma reads its B operand in, so the compiler stores the tile with
-    stmatrix (turbo_gmm.full.parameters.product_parameters)."""
+    """Lcat[:, cols] (D_PAD x len(cols)), high and low, from Lcat stored K-major (wgmma's B order)."""
     dd = tl.arange(0, D_PAD)
     return load_split(Lcat, l_lo, cols[None, :] * D_PAD + dd[:, None], PRECISION)
 
@@ -117,12 +106,8 @@ def products_score(x_hi, x_lo, Lcat, l_lo, off, b, k0, D_PAD: tl.constexpr, BLOC
 @triton.jit
 def resident_weights(Lcat, l_lo, k0, D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, COLS: tl.constexpr,
                      PRECISION: tl.constexpr):
-    """(high, low): tuples of the BLOCK_K * D_PAD // COLS products' weight columns of the component tile at k0,
-    loaded once before a program's row tiles (FullConfig.resident_weights). Loop invariant, the compiler keeps each
-    tensor-core operand in shared memory for the program's lifetime (its local_alloc hoisted out of the row-tile
-    loop: 8 BLOCK_K d_pad^2 bytes under tf32x3) where :func:`products_score` reloads the columns from L1 and
-    re-stores them every tile. Their offsets stay per tile: held in registers, the 8 vectors at (32, 16) spilled
-    (offline sm_90 compile)."""
+    """(high, low) weight columns of the component tile at k0, loaded once before a program's row tiles
+    (FullConfig.resident_weights): loop invariant, so they stay in shared memory for the program's lifetime."""
     his = ()
     los = ()
     for j in tl.static_range(BLOCK_K * D_PAD // COLS):
@@ -178,23 +163,13 @@ def score_tile(x_hi, x_lo, X, center, rows, pair_i, pair_j, n_pairs, N, d, strid
 def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift, rows, pair_i, pair_j, n_pairs, N,
                           d, stride_x, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           F: tl.constexpr, PRECISION: tl.constexpr, SHIFTED: tl.constexpr):
-    """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g; the slab is one
-    program's (ROWS x KW), component-major (KW x ROWS) when SHIFTED (turbo_gmm.full.parameters.zero_slab),
-    float32 or float64 (the sums over row tiles are taken in its dtype).
+    """slab[:, kofs : kofs + BLOCK_K] += (n, s, pair blocks) of the responsibility tile g, as TF32-split products.
 
-    Not SHIFTED (moments "center"): s = (x - c)^T g and per block pair phi^T g, the moments about the center
-    for every component of the tile at once, as TF32-split tensor-core products (``shift`` is not read).
-    SHIFTED (moments "component"): n = sum g; s and the pair blocks are component k's first and second moments
-    about its own shift m_k
-    (``shift`` (BLOCK_K x D_PAD) float32: row j is the incoming mean, centered, of the tile's j-th component),
-    sum g_k (x - c - m_k) and sum g_k (x - c - m_k)_I (x - c - m_k)_J^T, as TF32-split tensor-core products
-    too. About c alone their float32 rounding is u32 |x - c| and u32 |x - c|^2 per entry, which a
-    component far from c with fewer points than dimensions (a covariance whose smallest eigenvalues are
-    reg_covar) cannot carry; about m_k it is u32 |x - m_k| and u32 |x - m_k|^2. The float64 unpacking moves
-    them back to c (:func:`turbo_gmm.full.parameters.unpack_statistics`). Each component's own shift makes one
-    d_pad x d_pad product per component (one column of g at a time) where the center makes one per pair block
-    for the whole tile: the fallback, not the default. Its sums are a component's at a time, so its slab holds
-    each component's ROWS sums contiguously."""
+    Not SHIFTED (moments "center"): moments about the center, every component of the tile at once.
+    SHIFTED (moments "component"): about each component's own shift m_k (``shift`` row j: the tile's j-th
+    incoming mean, centered), one product per component; float32 rounding is then u32 |x - m_k|^2 rather than
+    u32 |x - c|^2, which a far component with fewer points than dimensions needs. The slab is then
+    component-major; :func:`turbo_gmm.full.parameters.unpack_statistics` moves the sums back to c."""
     kl = kofs + tl.arange(0, BLOCK_K)
     ff = tl.arange(0, F * F)
     if SHIFTED:
@@ -216,10 +191,8 @@ def accumulate_statistics(slab, KW, ROWS, kofs, g, x_hi, x_lo, X, center, shift,
 
 @triton.jit
 def add_to_slab(ptr, value, mask=None):
-    """*ptr += value in a program's own slab slot: a relaxed atomic, i.e. a fire-and-forget reduction in L2 (REDG),
-    where a load and a store made every row tile wait on the slot's round trip to L2 (the slab does not stay in L1
-    beside the resident weights). One program touches a slot, so the sums are the row tiles' in order. Float32 adds
-    flush subnormals to zero (REDG ... .FTZ): a float32 slab counts a sum below 1.2e-38 as 0."""
+    """*ptr += value in the program's own slab slot by a relaxed atomic (a fire-and-forget L2 reduction, no round
+    trip). One program owns a slot, so the order is its tiles'. Float32 adds flush subnormals to zero."""
     tl.atomic_add(ptr, value.to(ptr.dtype.element_ty), mask=mask, sem="relaxed")
 
 
@@ -232,10 +205,8 @@ def add_first_moments(slab, KW, kl, n, s, D_PAD: tl.constexpr):
 
 @triton.jit
 def moment_rows(d, D_PAD: tl.constexpr, F: tl.constexpr):
-    """(rows, upper), both D_PAD x D_PAD: the statistics-table row of second moment (a, b) in the pair blocks (pair
-    (I, J), I <= J, of the ceil(d / F) feature blocks, numbered as :func:`turbo_gmm.full.parameters.feature_pairs`
-    does, lane (a % F) F + b % F), and whether it is stored: the upper block triangle, padded blocks past
-    ceil(d / F) left out (they are 0 but would land in other rows)."""
+    """(rows, upper), D_PAD x D_PAD: the statistics-table row of second moment (a, b) within the pair blocks, and
+    whether it is stored (the upper block triangle, padded blocks left out)."""
     dd = tl.arange(0, D_PAD)
     blocks = (d + F - 1) // F
     bi = (dd // F)[:, None]
@@ -248,11 +219,8 @@ def moment_rows(d, D_PAD: tl.constexpr, F: tl.constexpr):
 def shifted_moments(slab, ROWS, g, X, center, shift, rows, N, d, stride_x,
                     D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, F: tl.constexpr,
                     PRECISION: tl.constexpr):
-    """The first and second moments of :func:`accumulate_statistics` about each component's own shift: per
-    component j of the tile, y = x - c - m_j and one (D_PAD x BLOCK_N) @ (BLOCK_N x D_PAD) tensor-core product
-    (g_j y)^T y, whose upper block triangle goes to the pair blocks' rows (pair (I, J), I <= J, of the
-    ceil(d / F) feature blocks, numbered as :func:`turbo_gmm.full.parameters.feature_pairs` does); ``slab`` is
-    the tile's first component's ROWS sums, component-major."""
+    """:func:`accumulate_statistics`'s moments about each component's own shift: per component j,
+    y = x - c - m_j and one product (g_j y)^T y into its upper block triangle; ``slab`` component-major."""
     kj = tl.arange(0, BLOCK_K)
     dd = tl.arange(0, D_PAD)
     x = centered_tile(X, center, rows, dd, N, d, stride_x)

@@ -1,25 +1,20 @@
 """Full covariance, Algorithm 3: row normalizers first, then the statistics by component tile.
 
-Pass 1 (row tiles on the grid) scores every component tile of its rows with the online
-(m, lambda) merge and writes L = m + log(lambda) (N floats) and its rows' weighted ell. Pass 2 puts
-component tiles x row splits on the grid: each program recomputes its component tile's score for
-the rows of its split, forms Gamma = exp(S - L) times the sample weight, and adds the statistics
-into its own slab slot (rows x BLOCK_K), so a program's state is one component tile whatever K is.
-The score is computed twice (three products' worth of work against Algorithm 2's two), X is read
-1 + ceil(K / BLOCK_K) times.
-"""
+Pass 1 scores every component tile of its rows and writes L = m + log(lambda) and ell; pass 2 puts
+component tiles x row splits on the grid, recomputes the score, forms Gamma = exp(S - L) times the sample
+weight and adds the statistics into its slab slot, so a program's state is one component tile whatever K."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import interpreter_compat, tf32x3
+from .. import _interpreter as interpreter_compat, tf32x3
 from .parameters import PAIR_BLOCK, slab_table, statistics_rows, zero_slab
-from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score,
-                                resident_weights, row_weights, score_tile)
+from .tiles import (accumulate_statistics, centered_tile, prefetch_rows, resident_products_score, resident_weights,
+    row_weights, score_tile)
 from ..launch import program_count, statistics_grid
-from ..lift import SENTINEL
+from ..diag.lift import SENTINEL
 
 interpreter_compat.install()
 

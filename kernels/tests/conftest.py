@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.testing import kernel_statistics, problem  # noqa: F401 (shared with the exactness battery)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def assert_statistics_close(got, want, X, rtol):
 
 
 def per_component_scales(X, weights, means, variances):
-    """Each component's own size (turbo_gmm.estep.SCALES) from float64 responsibilities: n_k for n_k,
+    """Each component's own size (turbo_gmm.diag.estep.SCALES) from float64 responsibilities: n_k for n_k,
     sum_i Gamma_ik |x_i| for s_k (s cancels, its terms do not), u_k for u_k; floored at float64's
     smallest normal number times N (max|x|, max|x|^2), below which a responsibility has no relative digits."""
     X = np.asarray(X, np.float64)

@@ -1,5 +1,5 @@
 """Compiled (never run) by test_two_pass_ws.py: prints what Triton's compiler says of the statistics' view of a
-ring stage (turbo_gmm.two_pass_ws.transposed_lift) against the plain transpose: the bank conflicts of wgmma's A
+ring stage (turbo_gmm.diag.two_pass_ws.transposed_lift) against the plain transpose: the bank conflicts of wgmma's A
 operand loads from each, and the new view's linear layout."""
 import triton
 from triton.backends.compiler import GPUTarget
@@ -7,7 +7,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 
-from turbo_gmm.two_pass_ws import D_PAD, transposed_lift
+from turbo_gmm.diag.two_pass_ws import D_PAD, transposed_lift
 
 BLOCK_N = 64
 

@@ -1,6 +1,6 @@
 """How the statistics kernels sum their row tiles (issue 21): each tile's product into a fresh accumulator, added
 into float32 running sums of at most LaunchConfig.sum_tiles tiles a program (turbo_gmm.launch.sum_bounded), and the
-per-component errors that measure it (turbo_gmm.estep.float64_statistics, per_component_errors).
+per-component errors that measure it (turbo_gmm.diag.estep.float64_statistics, per_component_errors).
 
 On the CPU (Triton's interpreter, plain float32) the grid's bound is checked against a planted float32 loss and
 the float64 oracle; the tensor cores' truncating accumulation that issue 21 is about shows only on a GPU: the gpu
@@ -13,8 +13,8 @@ import pytest
 import torch
 import triton
 
-from turbo_gmm import reference as ref
-from turbo_gmm.estep import float64_statistics, per_component_errors
+from turbo_gmm.diag import reference as ref
+from turbo_gmm.diag.estep import float64_statistics, per_component_errors
 from turbo_gmm.launch import INTERPRETER_PROGRAMS, SUM_TILES, LaunchConfig, parse_config, statistics_pass_grid, sum_bounded
 from turbo_gmm.tests.conftest import ALGORITHMS, DEVICE, kernel_statistics, problem
 
@@ -120,7 +120,7 @@ def _mp_statistics(X, center, W, b, K, L):
 
 @pytest.mark.parametrize("with_normalizer", [False, True], ids=["own log-sum-exp (Algorithm 2)", "given L (Algorithm 3)"])
 def test_float64_statistics_and_scales_against_mpmath(with_normalizer):
-    from turbo_gmm.lift import lift
+    from turbo_gmm.diag.lift import lift
 
     X, w, m, v = problem(23, 3, 4, seed=1)
     X = X + 5.0  # off center: s's terms do not cancel to nothing, its scale differs from |s|
@@ -139,7 +139,7 @@ def test_float64_statistics_and_scales_against_mpmath(with_normalizer):
 def test_scales_are_floored_where_float32_responsibilities_vanish():
     """A component no row comes near (float64 n ~ 1e-300, 0 in float32) is measured against N * FLOAT32_TINY,
     not against its own vanishing size."""
-    from turbo_gmm.estep import FLOAT32_TINY, statistic_scales
+    from turbo_gmm.diag.estep import FLOAT32_TINY, statistic_scales
 
     n = torch.tensor([500.0, 1e-300], dtype=torch.float64)
     su = torch.tensor([[40.0], [1e-299]], dtype=torch.float64)
@@ -178,7 +178,7 @@ def test_sum_tiles_is_a_launch_config_field_and_a_bad_value_is_named():
 
 def _gpu_problem(N, K, d):
     from turbo_gmm.datasets import make_dataset, shared_init
-    from turbo_gmm.em import data_center
+    from turbo_gmm.diag.em import data_center
 
     X = make_dataset(N, K, d, 0, "cuda").X
     init = shared_init(X, K, 0)

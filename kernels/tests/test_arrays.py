@@ -1,4 +1,4 @@
-"""turbo_gmm.arrays: device arrays read where they are, through DLPack.
+"""turbo_gmm._data: device arrays read where they are, through DLPack.
 
 The GPU image's failure (torch 2.11 refusing the read-only flag of JAX's DLPack 1.x capsules,
 2026-12-01) is reproduced on CPU: a producer that honours the protocol (a read-only versioned
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm.arrays import tensor_from_dlpack
+from turbo_gmm._data import tensor_from_dlpack
 
 VERSIONED = b"dltensor_versioned"
 READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY

@@ -1,13 +1,13 @@
-"""The validation pass (kernels/column_sums.py) against float64 NumPy: sums, sums of squares, extremes and
+"""The validation pass (kernels/_column_sums.py) against float64 NumPy: sums, sums of squares, extremes and
 the non-finite flag in one read, across row programs, whole steps and tails, column tiles, float32 and
 float64 X; and the extremes it leaves for the float32 lift's bound, so that bound reads X no more."""
 import numpy as np
 import pytest
 import torch
 
-from turbo_gmm.column_sums import COLUMN_TILE, column_sums, non_finite_message
-from turbo_gmm.em import column_moments
-from turbo_gmm.precision import column_extremes, data_radius
+from turbo_gmm._column_sums import COLUMN_TILE, column_sums, non_finite_message
+from turbo_gmm.diag.em import column_moments
+from turbo_gmm.diag.precision import column_extremes, data_radius
 from turbo_gmm.tests.conftest import DEVICE
 
 

@@ -37,11 +37,11 @@ def _weighted_rank(rank, world, store, X, counts, init, out):
 
 def test_sharded_integer_weights_equal_duplicated_rows(tmp_path):
     """Two gloo ranks, each with its rows' integer weights (0: a dropped row, some of one shard all zero), fit the
-    duplicated rows' mixture: float64 EM (kernels/reference.py) on the repeated rows, to 1e-9."""
+    duplicated rows' mixture: float64 EM (kernels/diag/reference.py) on the repeated rows, to 1e-9."""
     import numpy as np
     import torch.multiprocessing as mp
 
-    from turbo_gmm import reference
+    from turbo_gmm.diag import reference
 
     X = make_dataset(N, K, D, SEED).X.double()
     counts = torch.as_tensor(np.random.default_rng(1).integers(0, 4, N), dtype=torch.float64)

@@ -6,7 +6,7 @@ import torch
 from sklearn.mixture import GaussianMixture
 
 import turbo_gmm
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.tests.conftest import ALGORITHMS, DEVICE, problem
 
 
@@ -246,7 +246,7 @@ def test_graphed_fp64_fit_follows_float64_em_on_dmma():
     tensor-core products (mma.sync with f64 operands in its PTX)."""
     import re
 
-    from turbo_gmm import one_pass, two_pass
+    from turbo_gmm.diag import one_pass, two_pass
 
     X, w, m, v = problem(100_003, 7, 5, seed=1)
     for algorithm, kernel in (("one_pass", one_pass._one_pass_kernel), ("two_pass", two_pass._statistics_kernel)):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference as ref
-from turbo_gmm.estep import BlockStatistics, Statistics, mstep_diag, mstep_spherical
+from turbo_gmm.diag import reference as ref
+from turbo_gmm.diag.estep import BlockStatistics, Statistics, mstep_diag, mstep_spherical
 from turbo_gmm.tests.conftest import ALGORITHMS, DEVICE, assert_statistics_close, problem
 
 

@@ -1,11 +1,12 @@
-"""kernels/estep_full.py: the full and tied block statistics of both backends against mpmath and float64 NumPy,
+"""kernels/full/estep.py and kernels/tied/estep.py: the full and tied block statistics of both backends against mpmath and float64 NumPy,
 summed over blocks, and the data moments of the tied M-step."""
 import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference_full as rf
-from turbo_gmm.estep_full import BlockStatistics, centered_moments, log_responsibilities
+from turbo_gmm.full import reference as rf
+from turbo_gmm.full.estep import BlockStatistics, log_responsibilities
+from turbo_gmm.tied.estep import BlockStatistics as TiedBlockStatistics, centered_moments
 from turbo_gmm.tests.conftest import DEVICE
 from turbo_gmm.tests.test_full import full_problem, mp_statistics
 
@@ -44,7 +45,7 @@ def test_weighted_full_statistics_match_mpmath(backend):
     sw = np.random.default_rng(3).uniform(0.0, 3.0, 11).astype(np.float32)
     c = X.astype(np.float64).mean(0)
     rn, rs, rM2, rll = mp_statistics(X, w, m, U, sw)
-    block = BlockStatistics("full", 3, 3, _on(backend, c), backend)
+    block = BlockStatistics(3, 3, _on(backend, c), backend)
     st = block(_on(backend, X), *_tb(backend, w, m, U), _on(backend, sw))
     want_s = rs - rn[:, None] * c
     want_M2 = rM2 - rs[:, :, None] * c - c[:, None] * rs[:, None, :] + rn[:, None, None] * np.outer(c, c)
@@ -61,7 +62,7 @@ def test_tied_statistics_are_full_ones_with_a_shared_factor(backend):
     X, w, m, U = full_problem(301, 4, 5, seed=8)
     sw = np.random.default_rng(4).integers(0, 3, 301).astype(np.float32)
     c = X.astype(np.float64).mean(0)
-    block = BlockStatistics("tied", 4, 5, _on(backend, c), backend)
+    block = TiedBlockStatistics(4, 5, _on(backend, c), backend)
     st = block(_on(backend, X), *_tb(backend, w, m, U[0]), _on(backend, sw))
     rn, rs, rll = rf.estep_tied(X, w, m, U[0], sw)
     assert st.M2 is None
@@ -76,7 +77,7 @@ def test_block_sums_are_the_statistics_of_all_rows(backend):
     X, w, m, U = full_problem(223, 3, 4, seed=9)
     c = _on(backend, X.astype(np.float64).mean(0))
     params = _tb(backend, w, m, U)
-    block = BlockStatistics("full", 3, 4, c, backend)
+    block = BlockStatistics(3, 4, c, backend)
     whole = block(_on(backend, X), *params)
     total = None
     for r0 in (0, 100, 200):
@@ -105,7 +106,3 @@ def test_log_responsibilities_are_the_float64_oracle():
     np.testing.assert_allclose(L.numpy(), want_L, rtol=1e-12)
     np.testing.assert_allclose(lr.numpy(), S - want_L[:, None], rtol=1e-10, atol=1e-10)
 
-
-def test_unknown_covariance_type_is_refused():
-    with pytest.raises(ValueError, match="covariance_type"):
-        BlockStatistics("diag", 2, 2, torch.zeros(2), "torch")

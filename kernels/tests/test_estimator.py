@@ -26,13 +26,13 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 
 from turbo_gmm.datasets import make_dataset
 from turbo_gmm import GaussianMixture
-from turbo_gmm import reference as ref
-from turbo_gmm.em import Float32RangeError
-from turbo_gmm import estep_full
-from turbo_gmm.estimator import COVARIANCE_TYPES
-from turbo_gmm.mstep import IllDefinedCovarianceError
+from turbo_gmm.diag import reference as ref
+from turbo_gmm.diag.em import Float32RangeError
+from turbo_gmm.full import estep as estep_full
+from turbo_gmm.mixture import COVARIANCE_TYPES
+from turbo_gmm.diag.mstep import IllDefinedCovarianceError
 from turbo_gmm.tests.conftest import run_isolated
-from turbo_gmm import precision as precision_module
+from turbo_gmm import dispatch
 
 KERNEL_BACKEND = "triton" if torch.cuda.is_available() else "triton-interpreter"
 EXCLUDED_CHECKS = {"check_array_api_input"}
@@ -42,8 +42,8 @@ BACKENDS = ["cpu", "auto"]
 @pytest.fixture(autouse=True)
 def matrix_types_on_the_kernels(monkeypatch):
     """device="auto" here means the fused kernels for full and tied too: at these tests' sizes precision="auto"
-    would take their float64 torch E-step (turbo_gmm.precision.MATRIX_FP64_FLOOR_WORK; test_precision tests it)."""
-    monkeypatch.setattr(precision_module, "MATRIX_FP64_FLOOR_WORK", 0)
+    would take their float64 torch E-step (turbo_gmm.dispatch.MATRIX_FP64_FLOOR_WORK; test_precision tests it)."""
+    monkeypatch.setattr(dispatch, "MATRIX_FP64_FLOOR_WORK", 0)
 
 
 def _estimators():
@@ -222,7 +222,7 @@ def test_predictions_are_chunked_and_match_scikit_learn(device, covariance_type)
     unchunked ones from the same parameters; shapes, normalization, bic/aic, sample."""
     X = make_dataset(1023, 7, 5, seed=9).X.double().numpy()
     ours, theirs = _pair(X, device, n_components=7, covariance_type=covariance_type, random_state=0, max_iter=100)
-    ours.max_device_bytes = 37 * estep_full.bytes_per_row("full", 7, 5)  # 37-row blocks for full
+    ours.max_device_bytes = 37 * estep_full.bytes_per_row(7, 5)  # 37-row blocks for full
     for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
         setattr(theirs, name, getattr(ours, name))  # same parameters: compare the evaluation only
     proba = ours.predict_proba(X)
@@ -468,7 +468,7 @@ def test_kernels_backend_counts_the_bad_rows(X, message):
 
 
 def test_device_array_checks_name_the_problem():
-    from turbo_gmm.arrays import check_device_array
+    from turbo_gmm._data import check_device_array
     X = torch.zeros(10, 4)
     with pytest.raises(ValueError, match="non-contiguous"):
         check_device_array(X[:, ::2], min_samples=2, contiguous=True)
@@ -622,7 +622,7 @@ def test_huge_scale_is_scikit_learns_model_or_a_float32_range_error(device):
 HUGE_SCALE_FIT = """
 from sklearn.datasets import load_iris
 from turbo_gmm import GaussianMixture
-from turbo_gmm.em import Float32RangeError
+from turbo_gmm.diag.em import Float32RangeError
 gm = GaussianMixture(device="auto", n_components=3, covariance_type="diag", random_state=0, precision="tf32x3")
 try:
     gm.fit(load_iris().data * 1e20)
@@ -673,7 +673,8 @@ def test_fitted_attributes_take_the_dtype_of_x(device, dtype):
     ours, theirs = _pair(X, device, n_components=3, random_state=0)
     for name in ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"):
         assert getattr(ours, name).dtype == getattr(theirs, name).dtype == dtype, name
-    assert ours.predict_proba(X).dtype == np.float64
+    for method in ("predict_proba", "score_samples"):  # float32 for float32 X and model, as scikit-learn's (issue 45)
+        assert getattr(ours, method)(X).dtype == getattr(theirs, method)(X).dtype == dtype, method
     if device == "cpu":  # float64 arithmetic on float32 data: scikit-learn's float32 fit to its own rounding
         np.testing.assert_allclose(ours.means_, theirs.means_, atol=1e-4)
 

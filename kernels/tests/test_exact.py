@@ -1,7 +1,7 @@
 """A 60-digit mpmath reference of (1)-(4) on tiny cases, both algorithms, every precision."""
 import pytest
 
-from turbo_gmm.reference import mp_estep
+from turbo_gmm.diag.reference import mp_estep
 from turbo_gmm.tests.conftest import (ALGORITHMS, assert_per_component_close, assert_statistics_close, kernel_statistics,
                                     per_component_scales, problem)
 

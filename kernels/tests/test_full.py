@@ -13,8 +13,9 @@ from sklearn.mixture._gaussian_mixture import (_compute_precision_cholesky, _est
                                                _estimate_log_gaussian_prob)
 
 import turbo_gmm.full as kf
-from turbo_gmm import reference_full as rf
-from turbo_gmm.full.config import FullConfig, choose_algorithm, default_config, parse_full_config
+from turbo_gmm.full import reference as rf
+from turbo_gmm.dispatch import full_algorithm as choose_algorithm, full_launch_config as default_config, parse_full_config
+from turbo_gmm.launch import FullConfig
 from turbo_gmm.tests.conftest import DEVICE, assert_close_rel
 
 DATAFLOWS = ["products", "lift"]

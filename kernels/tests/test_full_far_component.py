@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import turbo_gmm.full as kf
-from turbo_gmm import reference_full as rf
-from turbo_gmm.full.config import FullConfig
+from turbo_gmm.full import reference as rf
+from turbo_gmm.launch import FullConfig
 from turbo_gmm.tests.conftest import DEVICE
 
 REG = 1e-6
@@ -107,10 +107,10 @@ def test_estimator_fits_the_far_component_as_scikit_learn(monkeypatch):
     a46fe41, whose dropped low-times-low term rounds the moments more coarsely; held to 2.5e-4)."""
     from sklearn.mixture import GaussianMixture as SkGaussianMixture
 
-    from turbo_gmm import precision
-    from turbo_gmm.estimator import GaussianMixture
+    from turbo_gmm import dispatch
+    from turbo_gmm.mixture import GaussianMixture
 
-    monkeypatch.setattr(precision, "MATRIX_FP64_FLOOR_WORK", 0)  # the kernels, not the float64 E-step of small fits
+    monkeypatch.setattr(dispatch, "MATRIX_FP64_FLOOR_WORK", 0)  # the kernels, not the float64 E-step of small fits
     X, w, m, U, _ = far_cluster_problem()
     start = dict(weights_init=w, means_init=m, precisions_init=np.eye(X.shape[1])[None].repeat(2, 0), max_iter=3,
                  tol=0.0, reg_covar=REG)

@@ -1,4 +1,4 @@
-"""Runtime loop bounds in Triton's CPU interpreter (kernels/interpreter_compat.py).
+"""Runtime loop bounds in Triton's CPU interpreter (kernels/_interpreter.py).
 
 Without the patch, ``persistent_sum`` fails under TRITON_INTERPRET=1 with NumPy >= 2.4:
 InterpreterError: TypeError('only 0-dimensional arrays can be converted to Python scalars');
@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from turbo_gmm import interpreter_compat
+from turbo_gmm import _interpreter as interpreter_compat
 from turbo_gmm.tests.conftest import DEVICE
 
 INTERPRETED = bool(triton.knobs.runtime.interpret)

@@ -1,7 +1,7 @@
-"""turbo_gmm.kmeans (k-means++ seeding, Lloyd) on CPU tensors, against scikit-learn.
+"""turbo_gmm.init.kmeans (k-means++ seeding, Lloyd) on CPU tensors, against scikit-learn.
 
 Both implementations run here: the torch ops (``fused=False``, any dtype) and the fused
-kernels of turbo_gmm.kmeans_assign (``fused=True``, float32, in Triton's interpreter under
+kernels of turbo_gmm.init.kmeans_assign (``fused=True``, float32, in Triton's interpreter under
 TRITON_INTERPRET=1). Lloyd from the same initial centers must reproduce scikit-learn's
 iterations (labels, centers, count); k-means++ draws from the same NumPy RandomState as
 scikit-learn, so it must pick scikit-learn's seeds."""
@@ -15,9 +15,9 @@ from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 from sklearn.datasets import load_iris
 
 from turbo_gmm.datasets import make_dataset
-from turbo_gmm.em import Float32RangeError
-from turbo_gmm.initialization import initial_moments
-from turbo_gmm.kmeans import (centered_sq_norms, check_score_range, first_seed, kmeans, kmeans_plusplus, lloyd,
+from turbo_gmm.diag.em import Float32RangeError
+from turbo_gmm.init.moments import initial_moments
+from turbo_gmm.init.kmeans import (centered_sq_norms, check_score_range, first_seed, kmeans, kmeans_plusplus, lloyd,
                             n_local_trials, sq_distances)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -140,7 +140,7 @@ def test_fused_lloyd_sums_are_the_float64_sums_of_its_labels():
     """One fused assignment at K = 70 (two center tiles, padded), N not a multiple of the row tile:
     the labels are the float64 argmin wherever the two nearest centers are not float32-close, and
     the sums and counts are those of the labels it wrote, to float32 rounding of each row."""
-    from turbo_gmm.kmeans_assign import Assigner
+    from turbo_gmm.init.kmeans_assign import Assigner
     X, _ = separated(N=1999, K=9, d=11, seed=4)
     Xt, c = torch.from_numpy(X).to(_device()), _center(X).to(_device())
     centers = Xt[torch.from_numpy(np.random.default_rng(1).choice(1999, 70, replace=False)).to(_device())].double()

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm.lift import SENTINEL, lift, pow2_at_least_16
-from turbo_gmm.lift_kernel import lift_into
+from turbo_gmm.diag.lift import SENTINEL, lift, pow2_at_least_16
+from turbo_gmm.diag.lift_kernel import lift_into
 from turbo_gmm.tests.conftest import DEVICE
 
 

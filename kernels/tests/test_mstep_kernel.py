@@ -1,9 +1,9 @@
-"""The M-step kernel against the torch M-step (kernels/mstep.py): same float64 arithmetic."""
+"""The M-step kernel against the torch M-step (kernels/diag/mstep.py): same float64 arithmetic."""
 import pytest
 import torch
 
-from turbo_gmm.mstep import mstep
-from turbo_gmm.mstep_kernel import MSTEP_ILL_DEFINED, ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
+from turbo_gmm.diag.mstep import mstep
+from turbo_gmm.diag.mstep_kernel import MSTEP_ILL_DEFINED, ESTEP_NOT_FINITE, NO_FAILURE, decode_failure, mstep_into
 from turbo_gmm.tests.conftest import DEVICE
 
 

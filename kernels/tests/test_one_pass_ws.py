@@ -1,10 +1,10 @@
-"""The warp-specialized one-pass kernel (kernels/one_pass_ws.py) against float64 statistics of the same lift,
+"""The warp-specialized one-pass kernel (kernels/diag/one_pass_ws.py) against float64 statistics of the same lift,
 beside the Triton one-pass kernel (Hopper GPU only: Gluon has no interpreter), and what it refuses (CPU)."""
 import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.launch import LaunchConfig
 from turbo_gmm.tests.conftest import problem
 
@@ -14,8 +14,8 @@ hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_devi
 
 def _lifted_workspace(X, w, m, v):
     """A workspace holding the lift of (w, m, v) about X's column mean (the kernels' default center)."""
-    from turbo_gmm.em import Workspace, data_center
-    from turbo_gmm.lift_kernel import lift_into
+    from turbo_gmm.diag.em import Workspace, data_center
+    from turbo_gmm.diag.lift_kernel import lift_into
 
     ws = Workspace(X, len(w), "one_pass")
     ws.set_center(data_center(X, True))
@@ -24,9 +24,9 @@ def _lifted_workspace(X, w, m, v):
 
 
 def _errors(sums, reference, K, d) -> dict:
-    """turbo_gmm.estep.per_component_errors of a sweep's (n, [s | u], ell), each component's scale floored at one
+    """turbo_gmm.diag.estep.per_component_errors of a sweep's (n, [s | u], ell), each component's scale floored at one
     row's worth (1: the small problems here leave components with almost no mass), and ell's relative error."""
-    from turbo_gmm.estep import per_component_errors
+    from turbo_gmm.diag.estep import per_component_errors
 
     n, su, ll = sums
     d_pad = su.shape[1] // 2
@@ -61,9 +61,9 @@ def test_statistics_of_one_estep_are_as_exact_per_component_as_the_triton_kernel
     import dataclasses
 
     from turbo_gmm.dispatch import launch_config
-    from turbo_gmm.estep import float64_statistics
-    from turbo_gmm.one_pass import one_pass_statistics
-    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.diag.estep import float64_statistics
+    from turbo_gmm.diag.one_pass import one_pass_statistics
+    from turbo_gmm.diag.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(N, K, d, seed=1)
     ws = _lifted_workspace(X, w, m, v)
@@ -93,8 +93,8 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
     import dataclasses
 
     from turbo_gmm.dispatch import launch_config
-    from turbo_gmm.one_pass import one_pass_statistics
-    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.diag.one_pass import one_pass_statistics
+    from turbo_gmm.diag.one_pass_ws import one_pass_statistics_ws
 
     N, K = 100_003, 33 if d == 32 else 16
     X, w, m, v = problem(N, K, d, seed=6)
@@ -129,7 +129,7 @@ def test_weighted_sums_are_the_triton_kernels_and_integer_weights_repeat_rows(d)
 def test_both_schedules_give_the_same_sums(pingpong):
     """The token only orders the consumers' products; each consumer's sums are the same either way (one
     float64 commit per consumer: equal up to the order of the atomics)."""
-    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.diag.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(50_000, 40, 32, seed=4)
     ws = _lifted_workspace(X, w, m, v)
@@ -186,8 +186,8 @@ def test_a_graph_captured_fit_follows_the_triton_kernels_fit(K, d):
 ], ids=["K_pad 64 at d_pad 128", "d not a multiple of 4", "d_pad 16", "K_pad 256", "K_pad 128 at d_pad 64", "ieee",
         "on the CPU"])
 def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
-    from turbo_gmm.lift import pow2_at_least_16
-    from turbo_gmm.one_pass_ws import one_pass_statistics_ws, refusal
+    from turbo_gmm.diag.lift import pow2_at_least_16
+    from turbo_gmm.diag.one_pass_ws import one_pass_statistics_ws, refusal
 
     X = torch.zeros(10, d)
     W, b = torch.zeros(2 * pow2_at_least_16(d), pow2_at_least_16(K)), torch.zeros(pow2_at_least_16(K))
@@ -201,7 +201,7 @@ def test_what_the_ws_kernel_refuses_is_named(d, K, precision, why):
 
 def test_a_row_stride_tma_cannot_take_is_refused():
     """TMA needs rows 16-byte aligned: a view with a row stride of 33 floats is refused whatever its width."""
-    from turbo_gmm.one_pass_ws import refusal
+    from turbo_gmm.diag.one_pass_ws import refusal
 
     X = torch.zeros(10, 33)[:, :32]
     assert "d a multiple of 4" in refusal(X, torch.zeros(64, 64))
@@ -211,7 +211,7 @@ def test_a_row_stride_tma_cannot_take_is_refused():
 def test_where_the_ws_kernel_refuses_the_switch_falls_back_to_the_triton_kernel(precision):
     """ieee anywhere, tf32x3 off Hopper (the interpreter on the CPU) or at a d it refuses (d = 30 on a GPU):
     the Triton kernel runs, the same sums as with the switch off."""
-    from turbo_gmm.one_pass import one_pass_statistics
+    from turbo_gmm.diag.one_pass import one_pass_statistics
 
     K, d = 40, 30 if torch.cuda.is_available() else 32
     X, w, m, v = problem(70, K, d)
@@ -236,7 +236,7 @@ def test_the_overlapped_consumers_give_the_default_consumers_sums(N, K, weighted
     they add: the default consumers' sums (one float64 commit per consumer: equal up to the atomics' order).
     "one tile": the second consumer has none (its look-ahead reads a stage nothing loads, and is discarded);
     "deep ring": ~70 tiles per program through the six-stage ring; at K_pad 64 the option leaves the default."""
-    from turbo_gmm.one_pass_ws import one_pass_statistics_ws
+    from turbo_gmm.diag.one_pass_ws import one_pass_statistics_ws
 
     X, w, m, v = problem(N, K, 32, seed=5)
     ws = _lifted_workspace(X, w, m, v)
@@ -252,7 +252,7 @@ def test_the_overlapped_consumers_take_d_pad_32_at_k_pad_16_and_32():
     """Where _consume_overlapped compiles without spills (d_pad 32, K_pad 16 and 32; at 64 its look-ahead's
     operands spilled 393 SASS loads and stores), with six ring stages under the H200's limit; never with the
     ping-pong schedule; elsewhere the option compiles the kernel as without it."""
-    from turbo_gmm import one_pass_ws as ows
+    from turbo_gmm.diag import one_pass_ws as ows
 
     assert [(k, d) for d, ks in ows.K_PADS.items() for k in ks if ows.overlaps(k, d)] == [(16, 32), (32, 32)]
     assert not ows.overlaps(32, 32, pingpong=True)
@@ -267,7 +267,7 @@ def test_the_overlapped_consumers_take_d_pad_32_at_k_pad_16_and_32():
 def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
     """Each consumer gets its own Gamma buffer where a ring of two stages still fits, one shared buffer at
     (K_pad, d_pad) = (128, 32); the plan leaves the compiler's scratch margin under the H200's per-program limit."""
-    from turbo_gmm import one_pass_ws as ows
+    from turbo_gmm.diag import one_pass_ws as ows
 
     plans = {(k, d): ows.shared_plan(k, d) for d, ks in ows.K_PADS.items() for k in ks}
     assert [k for k, p in plans.items() if p["GAMMA_BUFFERS"] == 1] == [(128, 32)]
@@ -280,7 +280,7 @@ def test_shared_memory_plan_fits_the_h200_at_every_k_pad():
 def test_register_split_fills_the_multiprocessor():
     """setmaxnreg's split: the launch's registers a thread times the 12 warps, and the loader's warpgroup plus the
     two consumers' after setmaxnreg, within the multiprocessor's 65536; 168 at launch, 240 a consumer."""
-    from turbo_gmm import one_pass_ws as ows
+    from turbo_gmm.diag import one_pass_ws as ows
 
     assert (ows.LAUNCH_REGISTERS, ows.CONSUMER_REGISTERS) == (168, 240)
     assert 128 * (ows.CONSUMERS + 1) * ows.LAUNCH_REGISTERS <= ows.REGISTERS
@@ -296,7 +296,7 @@ def test_the_hopper_switch_turns_each_ws_kernel_off_and_says_so(module, monkeypa
 
     from turbo_gmm.launch import HOPPER_KERNELS_SWITCH, LaunchConfig
 
-    refusal = importlib.import_module(f"kernels.{module}").refusal
+    refusal = importlib.import_module(f"turbo_gmm.diag.{module}").refusal
     X, W = torch.zeros(10, 32), torch.zeros(64, 64)
     args = (X, W, "tf32x3") if module == "one_pass_ws" else (X, W, LaunchConfig(block_k=64))
     monkeypatch.setenv(HOPPER_KERNELS_SWITCH, "0")

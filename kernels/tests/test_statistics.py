@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.launch import LaunchConfig
 from turbo_gmm.tests.conftest import (ALGORITHMS, assert_close_rel, assert_per_component_close, assert_statistics_close,
                                     kernel_statistics, per_component_scales, problem)

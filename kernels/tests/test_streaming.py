@@ -10,8 +10,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from turbo_gmm.datasets import make_dataset
 from turbo_gmm import GaussianMixture
-from turbo_gmm import reference as ref
-from turbo_gmm.estep import BlockStatistics
+from turbo_gmm.diag import reference as ref
+from turbo_gmm.diag.estep import BlockStatistics
 from turbo_gmm.streaming import (FILL_THREADS, _fill, chunk_bounds, device_chunks, host_column_mean, rows_per_chunk,
                                streamed_statistics)
 from turbo_gmm.tests.conftest import (DEVICE, assert_per_component_close, assert_statistics_close, per_component_scales,

@@ -6,7 +6,7 @@ from sklearn.mixture import GaussianMixture
 from sklearn.mixture._gaussian_mixture import _estimate_gaussian_parameters, _estimate_log_gaussian_prob
 
 import turbo_gmm.tied as kt
-from turbo_gmm import reference_full as rf
+from turbo_gmm.full import reference as rf
 from turbo_gmm.launch import LaunchConfig
 from turbo_gmm.tests.conftest import assert_close_rel
 from turbo_gmm.tests.test_full import as_np, full_problem, tensors

@@ -3,7 +3,7 @@ Gluon has no interpreter), and what it refuses."""
 import pytest
 import torch
 
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.launch import LaunchConfig
 from turbo_gmm.tests.conftest import assert_statistics_close, problem
 
@@ -17,10 +17,10 @@ hopper = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_devi
 def test_ws_pass_two_matches_the_float64_oracle_as_the_triton_pass_does(N, K, d, block_k):
     """Row tiles past N and columns past d come in as TMA's zero fill; several row tiles per program
     (programs_per_sm=1) take the ring through more than one phase."""
-    from turbo_gmm.em import Workspace
-    from turbo_gmm.lift_kernel import lift_into
-    from turbo_gmm.two_pass import normalizer_pass, statistics_pass
-    from turbo_gmm.two_pass_ws import statistics_pass_ws
+    from turbo_gmm.diag.em import Workspace
+    from turbo_gmm.diag.lift_kernel import lift_into
+    from turbo_gmm.diag.two_pass import normalizer_pass, statistics_pass
+    from turbo_gmm.diag.two_pass_ws import statistics_pass_ws
 
     X, w, m, v = problem(N, K, d)
     ws = Workspace(X, K, "two_pass")  # center zero: the statistics of X itself, as ref.estep
@@ -44,11 +44,11 @@ def test_ws_pass_two_is_as_exact_per_component_as_the_triton_pass(N, programs_pe
     """Data far from the origin, centered in the kernel; each component's n, s, u against float64 statistics of
     the same lift and normalizer, relative to that component's own size (the battery's scale, N, hides small
     components). "deep ring": ~7 programs per component tile, each taking its ring through ~700 row tiles."""
-    from turbo_gmm.em import Workspace, data_center
-    from turbo_gmm.lift_kernel import lift_into
-    from turbo_gmm.two_pass import normalizer_pass, statistics_pass
-    from turbo_gmm.estep import float64_statistics
-    from turbo_gmm.two_pass_ws import statistics_pass_ws
+    from turbo_gmm.diag.em import Workspace, data_center
+    from turbo_gmm.diag.lift_kernel import lift_into
+    from turbo_gmm.diag.two_pass import normalizer_pass, statistics_pass
+    from turbo_gmm.diag.estep import float64_statistics
+    from turbo_gmm.diag.two_pass_ws import statistics_pass_ws
 
     K = 80
     X, w, m, v = problem(N, K, 32)
@@ -80,10 +80,10 @@ def test_weighted_ws_pass_two_is_the_triton_pass_and_integer_weights_repeat_rows
     """Sample weights in {0, 1, 2, 3} (pass 1 and its normalizer unchanged: L is per row): the warp-specialized
     pass 2's n and [s | u] are the Triton pass 2's weighted ones, and the unweighted pass 2's on X with each row
     repeated that many times (its L repeated alike), to float32 rounding."""
-    from turbo_gmm.em import Workspace, data_center
-    from turbo_gmm.lift_kernel import lift_into
-    from turbo_gmm.two_pass import normalizer_pass, statistics_pass
-    from turbo_gmm.two_pass_ws import statistics_pass_ws
+    from turbo_gmm.diag.em import Workspace, data_center
+    from turbo_gmm.diag.lift_kernel import lift_into
+    from turbo_gmm.diag.two_pass import normalizer_pass, statistics_pass
+    from turbo_gmm.diag.two_pass_ws import statistics_pass_ws
 
     N, K = 50_003, 300
     X, w, m, v = problem(N, K, 32, seed=7)
@@ -119,7 +119,7 @@ def test_weighted_ws_pass_two_is_the_triton_pass_and_integer_weights_repeat_rows
                                             (32, 64, "needs a Hopper GPU")],
                          ids=["d_pad 64", "d not a multiple of 4", "16 components", "on the CPU"])
 def test_what_the_ws_pass_two_refuses_is_named(d, block_k, why):
-    from turbo_gmm.two_pass_ws import statistics_pass_ws
+    from turbo_gmm.diag.two_pass_ws import statistics_pass_ws
 
     d_pad = 32 if d <= 32 else 64
     X = torch.zeros(10, d)
@@ -158,9 +158,9 @@ def test_a_fit_with_the_ws_pass_two_follows_float64_em_as_closely_as_the_triton_
 def test_where_the_ws_pass_two_refuses_the_switch_falls_back_to_the_triton_pass(precision):
     """ieee anywhere, tf32x3 off Hopper (here: the interpreter on the CPU, or a d the kernel refuses): the
     Triton pass 2, the same sums as with the switch off."""
-    from turbo_gmm.em import Workspace
-    from turbo_gmm.lift_kernel import lift_into
-    from turbo_gmm.two_pass import normalizer_pass, statistics_pass
+    from turbo_gmm.diag.em import Workspace
+    from turbo_gmm.diag.lift_kernel import lift_into
+    from turbo_gmm.diag.two_pass import normalizer_pass, statistics_pass
 
     K, d = 40, 30 if torch.cuda.is_available() and precision == "tf32x3" else 32
     X, w, m, v = problem(70, K, d)

@@ -1,32 +1,24 @@
-"""Tied covariance: `em_step`, `fit` and `estep_statistics` as kernels/full/em.py, with one shared
+"""Tied covariance: ``em_step``, ``fit`` and ``estep_statistics`` as kernels/full/em.py, with one shared
 precision Cholesky U (d, d) (scikit-learn's tied ``precisions_cholesky_``).
 
-Why a dedicated kernel rather than whitening X on the device and calling the diag kernels: the
-diag path would write and re-read Z = (X - c) U (two more N x d passes over HBM per iteration),
-score with the 2d-wide lift where d lanes suffice (unit variances), and compute u = sum g z*z that
-tied never uses; here the whitening is a product on the row tile already in registers, the score
-has inner size d, and the statistics are n and s alone: fewer FLOPs and bytes than diag's iteration
-at the same shape. The algorithm rule and tiles are diag's (kernels/dispatch.py), whose per-program
-state (2 d_pad x K_pad) bounds tied's (d_pad x K_pad).
-
-M-step: Sigma = (sum_i w_i (x_i - c)(x_i - c)^T - sum_k n_k mu'_k mu'_k^T) / sum_k n_k + reg_covar I, the
-data's weighted scatter taken once per fit (float64, in row chunks), as scikit-learn's
-_estimate_gaussian_covariances_tied (about the center c rather than the origin: same matrix,
-better conditioned).
-"""
+A kernel of its own rather than the diag kernels on whitened X: whitening the row tile in registers saves
+two N x d passes over HBM, scores with inner size d (not the lift's 2d) and skips u. Algorithm rule and tiles
+are diag's (``dispatch``), whose per-program state bounds tied's. M-step: Sigma = (weighted scatter of X about
+c, taken once per fit - sum_k n_k mu'_k mu'_k^T) / sum_k n_k + reg_covar I, as scikit-learn's
+_estimate_gaussian_covariances_tied about c rather than the origin (same matrix, better conditioned)."""
 from __future__ import annotations
 
 import math
 
 import torch
 
-from ..dispatch import launch_config
-from ..em import FLOAT32_PRECISIONS, check_data, check_sample_weight, data_center, resolve_algorithm
+from .._data import check_data, data_center, normalized_sample_weight
+from ..dispatch import FLOAT32_PRECISIONS, launch_config, resolve_algorithm
 from ..full.em import FitResult, StepResult, check_parameters
-from ..full.loop import GraphedFit, cached
+from .._graph_loop import GraphedFit, cached
 from ..full.parameters import EPS64, cholesky_precisions, log_det_cholesky, padded_sizes, split_tf32
-from ..lift import SENTINEL
-from ..reference_full import ILL_DEFINED_COVARIANCE
+from ..diag.lift import SENTINEL
+from ..full.reference import ILL_DEFINED_COVARIANCE
 from .one_pass import one_pass_statistics
 from .two_pass import two_pass_statistics
 
@@ -44,7 +36,9 @@ def tied_parameters(weights, means, U, center, k_pad: int, d_pad: int, precision
     V = torch.zeros(d_pad, k_pad, dtype=f64, device=dev)
     V[:d, :K] = nu.T
     bt = torch.full((k_pad,), SENTINEL, dtype=f64, device=dev)
-    bt[:K] = torch.log(weights) + log_det_cholesky(U) - 0.5 * d * math.log(2.0 * math.pi) - 0.5 * (nu * nu).sum(1)
+    bt[:K] = torch.where(weights > 0,  # a component of weight 0 scores as a padded one (log 0 = -inf: NaN downstream)
+                         torch.log(weights) + log_det_cholesky(U) - 0.5 * d * math.log(2.0 * math.pi)
+                         - 0.5 * (nu * nu).sum(1), SENTINEL)
     Uz, V = split_tf32(Uz, precision), split_tf32(V, precision)
     return Uz, Uz[-1].numel(), V, V[-1].numel(), bt.float()
 
@@ -59,9 +53,11 @@ def centered_scatter(X, sample_weight, center64) -> torch.Tensor:
     return out
 
 
-def mstep_tied(n, s, scatter64, center64, reg_covar: float):
-    """(weights, means, covariance, precisions_cholesky, ok) in float64 from (n, s about c) and the scatter."""
-    nk = n + 10.0 * EPS64
+def mstep_tied(n, s, scatter64, center64, reg_covar: float, guard: float | None = None):
+    """(weights, means, covariance, precisions_cholesky, ok) in float64 from (n, s about c) and the scatter;
+    ``guard``: scikit-learn's 10 eps64 added to n_k (:func:`turbo_gmm.diag.mstep.mstep_guard`, relative to the
+    mean row weight)."""
+    nk = n + (10.0 * EPS64 if guard is None else guard)
     mu = s / nk[:, None]
     cov = (scatter64 - (nk[:, None] * mu).T @ mu) / nk.sum()
     cov = cov + reg_covar * torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
@@ -71,7 +67,7 @@ def mstep_tied(n, s, scatter64, center64, reg_covar: float):
 
 class Workspace:
     """Padded sizes, the center, Algorithm 3's L and (``scatter``) the weighted scatter of X about the center;
-    a caller summing the scatter over chunks itself (kernels/estep_full.py) passes ``scatter=False``."""
+    a caller summing the scatter over chunks itself (kernels/tied/estep.py) passes ``scatter=False``."""
 
     def __init__(self, X, K, algorithm, center64, sample_weight, scatter: bool = True):
         self.K, self.d = K, X.shape[1]
@@ -108,13 +104,14 @@ def _prepared(X, init, sample_weight, algorithm, precision, center, config):
     check_data(X)
     weights, means, U = (torch.as_tensor(a, device=X.device).double() for a in init)
     check_parameters(X, weights, means, U, tied=True)
-    sample_weight = check_sample_weight(X, sample_weight)
+    sample_weight, scale = normalized_sample_weight(X, sample_weight)  # mean 1 before float32 (turbo_gmm._data)
     K, d = means.shape
     if precision not in FLOAT32_PRECISIONS:
         raise ValueError(f"precision must be one of {FLOAT32_PRECISIONS} for full and tied covariances, got {precision!r}")
     algorithm = resolve_algorithm(K, d, algorithm, precision)  # diag's rule and tiles
     cfg = config or launch_config(algorithm, K, d)
     ws = Workspace(X, K, algorithm, data_center(X, center), sample_weight)
+    ws.weight_scale = scale  # sum w / N: the sums over rows back in the caller's units
     return weights, means, U, sample_weight, algorithm, cfg, ws
 
 
@@ -123,7 +120,8 @@ def estep_statistics(X, weights, means, precisions_cholesky, *, sample_weight=No
     """(n (K,), s (K, d), ell, center (d,)) in float64, s = sum_i w_i gamma_ik (x_i - c)."""
     weights, means, U, sw, algorithm, cfg, ws = _prepared(X, (weights, means, precisions_cholesky), sample_weight,
                                                           algorithm, precision, center, config)
-    return (*workspace_statistics(X, sw, weights, means, U, ws, algorithm, precision, cfg), ws.center64)
+    sums = workspace_statistics(X, sw, weights, means, U, ws, algorithm, precision, cfg)
+    return (*(t * ws.weight_scale for t in sums), ws.center64)
 
 
 def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_covar: float = 1e-6,
@@ -136,7 +134,7 @@ def em_step(X, weights, means, precisions_cholesky, *, sample_weight=None, reg_c
     new_w, new_m, cov, new_U, ok = mstep_tied(n, s, ws.scatter64, ws.center64, reg_covar)
     if not bool(ok):
         raise ValueError(ILL_DEFINED_COVARIANCE)
-    return StepResult(new_w, new_m, cov, new_U, ll, algorithm, "whitened")
+    return StepResult(new_w, new_m, cov, new_U, ll * ws.weight_scale, algorithm, "whitened")
 
 
 def _state(K, d, dev):
@@ -150,7 +148,7 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
         precision: str = "tf32x3", center=True, config=None, cuda_graph: bool = True) -> FitResult:
     """Exactly ``n_iter`` tied EM iterations from ``init`` = (weights, means, precisions_cholesky (d, d)).
     The weighted scatter of X is taken once per fit, before the loop, and copied into a cached graph's buffers
-    (graphs are keyed by X's and the sample weights' addresses, as in kernels/em.py)."""
+    (graphs are keyed by X's and the sample weights' addresses, as in kernels/diag/em.py)."""
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
     weights, means, U, sw, algorithm, cfg, ws = _prepared(X, init, sample_weight, algorithm, precision, center, config)
@@ -172,5 +170,5 @@ def fit(X, init, n_iter: int, *, sample_weight=None, reg_covar: float = 1e-6, al
         ok = bool(ok_t)
     if not ok:
         raise ValueError(ILL_DEFINED_COVARIANCE)
-    return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls, algorithm, "whitened",
-                     precision, graphed)
+    return FitResult(state[0], state[1], state[2] if n_iter > 0 else None, state[3], lls * ws.weight_scale, algorithm,
+                     "whitened", precision, graphed)

@@ -1,17 +1,16 @@
 """Tied covariance, Algorithm 2: one sweep with the whole component axis on chip.
 
-A persistent launch as kernels/one_pass.py: per row tile x - c is loaded once and whitened by one
+A persistent launch as kernels/diag/one_pass.py: per row tile x - c is loaded once and whitened by one
 product, the score is one product against nu^T, (m, lambda) is completed in the tile, Gamma =
 exp(S - m) / lambda (times the sample weight) reuses the exponentials, and n, s = (x - c)^T Gamma
-are summed in registers; each program writes its sums to its own slot (summed in float64 after).
-"""
+are summed in registers; each program writes its sums to its own slot (summed in float64 after)."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import interpreter_compat, tf32x3
+from .. import _interpreter as interpreter_compat, tf32x3
 from ..full.tiles import row_weights
 from ..launch import program_count
 from .tiles import tied_score, whitened_tile

@@ -4,8 +4,7 @@ With one precision Cholesky U for every component, z = (x - c) U and nu_k = (mu_
 score the unit-variance diagonal one: S_ik = bt_k + z_i . nu_k - ||z_i||^2 / 2 with
 bt_k = log pi_k + log|U| - d/2 log 2pi - ||nu_k||^2 / 2. The whitening is one d x d product per
 row tile, shared by all components (N d^2 multiply-adds per pass, not N K d^2); the score is then
-one product of inner size d, half the diag lift's 2d.
-"""
+one product of inner size d, half the diag lift's 2d."""
 from __future__ import annotations
 
 import triton

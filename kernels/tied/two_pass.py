@@ -2,18 +2,17 @@
 
 Pass 1 whitens each row tile once and merges (m, lambda) over the component tiles into L; pass 2
 whitens again per component-tile program (N d^2 per tile: cheap beside the score at d <= K), forms
-Gamma = exp(S - L) times the sample weight and sums n, s = (x - c)^T Gamma in registers.
-"""
+Gamma = exp(S - L) times the sample weight and sums n, s = (x - c)^T Gamma in registers."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import interpreter_compat, tf32x3
+from .. import _interpreter as interpreter_compat, tf32x3
 from ..full.tiles import row_weights
 from ..launch import program_count, statistics_grid
-from ..lift import SENTINEL
+from ..diag.lift import SENTINEL
 from .tiles import tied_score, whitened_tile
 
 interpreter_compat.install()

@@ -12,7 +12,7 @@ import torch
 
 from harness.tests.conftest import REPO
 from turbo_gmm import fit
-from turbo_gmm import reference as ref
+from turbo_gmm.diag import reference as ref
 from turbo_gmm.datasets import make_dataset, shared_init
 
 N, K, D, SEED, N_ITER = 1023, 3, 33, 2, 4

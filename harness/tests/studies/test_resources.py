@@ -63,10 +63,10 @@ def test_the_warp_specialized_one_pass_compiles_to_the_schedule_it_claims():
     warp-specialized one beside it; per consumer and tile the score's 24 HGMMA (six K = 32 products) and the
     statistics' 24 (three K = 64) under one wait each (4 WARPGROUP.DEPBAR for the two consumers; at K_pad 16 and 32
     the overlapped consumers, whose first tile's score comes before the loop: 144 HGMMA in the SASS), the consumers
-    at 240 registers and the loader at 24 by setmaxnreg, no stack at any K_pad (turbo_gmm.two_pass_ws.loop_variant_zero:
+    at 240 registers and the loader at 24 by setmaxnreg, no stack at any K_pad (turbo_gmm.diag.two_pass_ws.loop_variant_zero:
     208 B at K_pad 128 with W's and Gamma's descriptors hoisted), shared memory as planned and
     under the H200's limit, and float64 reductions for the commits."""
-    from turbo_gmm.one_pass_ws import SHARED_LIMIT
+    from turbo_gmm.diag.one_pass_ws import SHARED_LIMIT
 
     for K in (16, 32, 64, 128):
         rows = {r["kernel"]: r for r in report_rows("--K", str(K), "--d", "32", "--algorithm", "one_pass")}
@@ -93,7 +93,7 @@ def test_the_warp_specialized_one_pass_past_d_pad_32_compiles_pipelined_and_with
     pipelined, the stack within what was measured (344 B at (16, 128) with W's descriptors hoisted out of the loop;
     16 and 56 B at (16, 128) and (32, 128) since each pair of column blocks is held across its chunks' products,
     which ran 3-9% faster all the same on an H100), shared memory as planned and under the H200's limit."""
-    from turbo_gmm.one_pass_ws import SHARED_LIMIT
+    from turbo_gmm.diag.one_pass_ws import SHARED_LIMIT
 
     stack = {(16, 64): 8, (64, 64): 8, (16, 128): 16, (32, 128): 56}
     for K, d in stack:

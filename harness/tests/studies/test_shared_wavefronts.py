@@ -58,9 +58,9 @@ def test_the_fp64_one_pass_prediction_matches_its_nsight_compute_counts():
 
 
 def test_lanes_contiguous_weights_and_gathered_columns_cut_the_fp64_one_pass_wavefronts():
-    """turbo_gmm.lift.weights_buffer stores the fp64 W lanes-contiguous: its B-operand load takes the fewest
+    """turbo_gmm.diag.lift.weights_buffer stores the fp64 W lanes-contiguous: its B-operand load takes the fewest
     wavefronts, the row tile's loads 17% fewer than with the row-major W (2944 -> 2432 at (32, 32)); gathering X's
-    columns into both halves of the lifted tile (turbo_gmm.lift.gathers_rows) makes its stores conflict-free."""
+    columns into both halves of the lifted tile (turbo_gmm.diag.lift.gathers_rows) makes its stores conflict-free."""
     shape = ("--K", "32", "--d", "32", "--algorithm", "one_pass", "--precision", "fp64")
     (before,), (w_only,), (launch,) = (study(*shape, "--w-storage", "rows", "--x-columns", "twice"),
                                        study(*shape, "--x-columns", "twice"), study(*shape))

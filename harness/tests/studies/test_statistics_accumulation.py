@@ -10,7 +10,7 @@ from harness.studies.measure import parse_shape
 def test_the_studys_warm_size_specializes_the_kernel_arguments_as_the_full_size():
     """The study compiles each shape's kernels at a small N first (in parallel); that fills Triton's cache only
     if every specialized integer argument falls in the same class (== 1, divisible by 16, neither) as at the
-    full N (the grids' sizes are not specialized on: kernels/one_pass.py, two_pass.py)."""
+    full N (the grids' sizes are not specialized on: kernels/diag/one_pass.py, two_pass.py)."""
 
     def classes(N):
         counts = [N] + [triton.cdiv(N, rows) for rows in (32, 64, 256)]

@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import LaunchConfig
-from .lift import lifted_rows, pow2_at_least_16
+from turbo_gmm.launch import LaunchConfig
+from turbo_gmm.diag.lift import lifted_rows, pow2_at_least_16
 
 
 @triton.jit
@@ -45,7 +45,7 @@ def score_config(K: int, d: int) -> LaunchConfig:
 def fused_score(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
                 precision: str = "tf32x3", cfg: LaunchConfig | None = None, out: torch.Tensor | None = None):
     """S (N, K) float32 from X (N, d) float32 contiguous, center (d_pad,) float32 and
-    the padded lift W (2*d_pad, k_pad), b (k_pad,) of :func:`turbo_gmm.lift.lift`.
+    the padded lift W (2*d_pad, k_pad), b (k_pad,) of :func:`turbo_gmm.diag.lift.lift`.
     ``out`` reuses an (N, K) float32 buffer."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]

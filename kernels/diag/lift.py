@@ -1,11 +1,9 @@
 """The lift of Lemma 1: the whole score matrix as one product plus an offset.
 
-S = [X | X*X] @ W + b with W = [M*tau | -tau/2]^T (2*d_pad, K_pad) and
-b_k = log pi_k - d/2 log 2pi - 1/2 sum_c log V_kc - 1/2 sum_c mu_kc^2 tau_kc.
-Built in float64 on the device once per iteration (Theta(Kd) work), stored in
-float32 (float64 under precision "fp64", whose kernels compute in float64 end to end), zero-padded to powers of two so the kernels can load whole tiles;
-padded components get the finite sentinel -3e38 in b (never -inf:
--inf - (-inf) = NaN in the max-shifted exponentials).
+S = [X | X*X] @ W + b, W = [M*tau | -tau/2]^T (2 d_pad, K_pad), b_k = log pi_k - d/2 log 2pi -
+1/2 sum_c log V_kc - 1/2 sum_c mu_kc^2 tau_kc. Built in float64 each iteration, stored in float32 (float64
+under "fp64"), zero-padded to powers of two; padded components get the finite sentinel -3e38 in b (never
+-inf, whose difference is NaN).
 """
 from __future__ import annotations
 
@@ -15,10 +13,11 @@ import torch
 import triton
 import triton.language as tl
 
-from . import tf32x3
+from .. import tf32x3
+from ..dispatch import FP64
+from ..launch import pow2_at_least_16  # noqa: F401 (the kernels' padding, re-exported beside the lift)
 
 SENTINEL = -3.0e38
-FP64 = "fp64"  # the precision whose lift, score, normalizer and sums are float64 (DMMA on sm_80+)
 
 
 def lift_dtype(precision: str) -> torch.dtype:
@@ -26,17 +25,9 @@ def lift_dtype(precision: str) -> torch.dtype:
     return torch.float64 if precision == FP64 else torch.float32
 
 
-def pow2_at_least_16(n: int) -> int:
-    """Padded extent of a component or feature axis (tl.dot needs >= 16)."""
-    return max(16, 1 << (int(n) - 1).bit_length())
-
-
 def weights_buffer(k_pad: int, d_pad: int, precision: str, device) -> torch.Tensor:
-    """An uninitialized W (2*d_pad, k_pad) in :func:`lift_dtype`. Under fp64 its storage is lanes-contiguous (a
-    transposed view): the float64 products read W as their B operand from shared memory, and Triton 3.6 gives a
-    component-contiguous float64 B operand a swizzle whose half-warp loads conflict 2-way in the banks, a
-    lanes-contiguous one a conflict-free swizzle (harness.studies.shared_wavefronts: 512 of the one pass's 4096
-    shared-memory wavefronts a row tile at (32, 32), the load side's 2944 -> 2432)."""
+    """An uninitialized W (2 d_pad, k_pad) in :func:`lift_dtype`; under fp64 lanes-contiguous (a transposed
+    view), whose shared-memory swizzle is conflict-free for the float64 products where component-major is not."""
     if precision == FP64:
         return torch.empty((k_pad, 2 * d_pad), dtype=torch.float64, device=device).t()
     return torch.empty((2 * d_pad, k_pad), dtype=lift_dtype(precision), device=device)
@@ -44,11 +35,7 @@ def weights_buffer(k_pad: int, d_pad: int, precision: str, device) -> torch.Tens
 
 def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_pad: int, d_pad: int,
          precision: str = "tf32x3"):
-    """(W, b): W (2*d_pad, k_pad) (:func:`weights_buffer`), b (k_pad,) in :func:`lift_dtype` (float32; float64
-    under fp64).
-
-    ``means`` must already be in the kernel's (centered) coordinates.
-    """
+    """(W (2 d_pad, k_pad), b (k_pad,)) in :func:`lift_dtype`; ``means`` already centered."""
     K, d = means.shape
     dtype = lift_dtype(precision)
     w64, m64, v64 = weights.double(), means.double(), variances.double()
@@ -57,18 +44,17 @@ def lift(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, k_
     W[:d, :K] = (m64 * tau).T.to(dtype)
     W[d_pad : d_pad + d, :K] = (-0.5 * tau).T.to(dtype)
     b = torch.full((k_pad,), SENTINEL, dtype=dtype, device=means.device)
-    b[:K] = (
-        torch.log(w64) - 0.5 * d * math.log(2.0 * math.pi) - 0.5 * torch.log(v64).sum(1) - 0.5 * (m64 * m64 * tau).sum(1)
-    ).to(dtype)
+    b[:K] = torch.where(  # a component of weight 0 scores as a padded one: log 0 = -inf would make NaN of -inf - -inf
+        w64 > 0,
+        torch.log(w64) - 0.5 * d * math.log(2.0 * math.pi) - 0.5 * torch.log(v64).sum(1) - 0.5 * (m64 * m64 * tau).sum(1),
+        SENTINEL).to(dtype)
     return W, b
 
 
 
 @triton.jit
 def _centered(X, center, rows, src, N, d, stride_x):
-    """x - c at rows x source columns ``src`` (zero in columns past d), and the mask of rows that exist. X is
-    read in its own dtype and converted in registers to the center's (float64 under fp64: float32 X keeps
-    float32's memory traffic)."""
+    """x - c at rows x columns ``src`` (0 past d) in the center's dtype, and the mask of rows that exist."""
     col_ok = src < d
     row_ok = rows < N
     c = tl.load(center + src)
@@ -79,12 +65,9 @@ def _centered(X, center, rows, src, N, d, stride_x):
 
 @triton.jit
 def lifted_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, GATHER: tl.constexpr = False):
-    """Row tile of [x - c | (x - c)^2] formed in registers (X*X never stored), zero in padded lanes, and the
-    mask of rows that exist. Each half of the lanes loads its own copy of X's columns, or with GATHER the
-    columns are loaded once and gathered into both halves (warp shuffles). Under fp64 GATHER halves X's
-    shared-memory staging and leaves the lifted tile a layout whose stores meet no bank twice:
-    harness.studies.shared_wavefronts counts 3584 -> 3008 wavefronts a row tile in the one pass at (32, 32), and
-    the sm_90 loop 1914 -> 1740 instructions. Under tf32x3 at d_pad 16 it adds stores, under ieee instructions."""
+    """Row tile of [x - c | (x - c)^2] formed in registers (X*X never stored), 0 in padded lanes, and the row
+    mask. GATHER loads X's columns once and gathers them into both halves (fewer shared-memory wavefronts under fp64).
+    """
     lanes = tl.arange(0, 2 * D_PAD)
     if GATHER:
         x, row_ok = _centered(X, center, rows, tl.arange(0, D_PAD), N, d, stride_x)
@@ -102,20 +85,15 @@ def centered_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr):
 
 
 def gathers_rows(precision: str) -> bool:
-    """Whether the kernels' lifted tile gathers X's columns into both halves (:func:`lifted_rows`): under fp64,
-    where an sm_90 compile has fewer loop instructions and harness.studies.shared_wavefronts fewer shared-memory
-    wavefronts at every fp64 shape of Table 1; with the lanes-contiguous W of :func:`weights_buffer`, 8.4 -> 7.35
-    ms/iter at 20M_32_32 on the H200 (kernel_measure/ab_ws_lanes_fp64_gather_2026-12-05_ba00fcb.csv)."""
+    """Whether the lifted tile gathers X's columns (:func:`lifted_rows`): under fp64, where it measured faster."""
     return precision == FP64
 
 
 @triton.jit
 def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: tl.constexpr, HALVES: tl.constexpr,
                GATHER: tl.constexpr):
-    """The row tile's A operands split as kernels/tf32x3.py splits them, and the mask of rows that exist.
-    HALVES (the lift's halves contracted apart): x - c and (x - c)^2, each (high, low). Otherwise the
-    lifted tile [x - c | (x - c)^2]'s (high, low), returned for both pairs (the second one unused), X's columns
-    gathered into both halves with GATHER (:func:`lifted_rows`; :func:`gathers_rows` gives the launches' choice)."""
+    """The row tile's A operands split into TF32 (high, low), and the row mask: with HALVES x - c and (x - c)^2 apart,
+    else the lifted tile's pair (returned twice)."""
     if HALVES:
         xc, row_ok = centered_rows(X, center, rows, N, d, stride_x, D_PAD)
         x_hi, x_lo = tf32x3.split(xc, PRECISION)
@@ -129,9 +107,8 @@ def split_rows(X, center, rows, N, d, stride_x, D_PAD: tl.constexpr, PRECISION: 
 
 @triton.jit
 def weight_tile(W, lanes, kk, stride_wl, stride_wk):
-    """W[lanes, kk] read through W's strides: (K_PAD, 1) for the row-major W of :func:`lift`, (1, 2*D_PAD) for
-    the lanes-contiguous W of precision fp64 (:func:`weights_buffer`). A stride of 1 is a compile-time constant
-    (Triton specializes integer arguments equal to 1), so each storage order compiles to its own loads."""
+    """W[lanes, kk] through W's strides (row-major, or lanes-contiguous under fp64); a stride of 1 is specialized
+    at compile time, so each storage order gets its own loads."""
     return tl.load(W + lanes[:, None] * stride_wl + kk[None, :] * stride_wk)
 
 
@@ -178,23 +155,17 @@ def statistics_accumulators(D_PAD: tl.constexpr, BLOCK_K: tl.constexpr, HALVES: 
 
 @triton.jit
 def _statistics_product(a_hi, a_lo, g_hi, g_lo, running, PRECISION: tl.constexpr):
-    """running += a^T @ Gamma, the tile's product into a fresh accumulator first and then added on the CUDA
-    cores in float32 (issue 21: Hopper's wgmma truncates as it accumulates, so the tensor cores' accumulator
-    carried across a program's tiles lost ~1e-4 per component; kernels/README.md "Numerics"). Under tf32x3
-    the sm_90 TTGIR keeps that add (an arith.addf after the three products); under ieee, one FMA product
-    rounding to nearest, Triton folds ``running + dot(a, b, 0)`` back into ``dot(a, b, running)``. Under fp64
-    the running sums are float64 (DMMA accumulates in float64 without truncation), so they need no bound on
-    the tiles they add (dispatch.launch_config gives fp64 ``sum_tiles = 0``)."""
+    """running += a^T @ Gamma: the product into a fresh accumulator, then added on the CUDA cores. wgmma truncates as
+    it accumulates, so an accumulator carried across tiles lost ~1e-4 a component; each tile now costs one float32
+    rounding. Under fp64 the sums are float64 and need no bound on the tiles they add."""
     fresh = tl.zeros([a_hi.shape[1], g_hi.shape[1]], dtype=running.dtype)
     return running + tf32x3.dot(tl.trans(a_hi), tl.trans(a_lo), g_hi, g_lo, fresh, PRECISION)
 
 
 @triton.jit
 def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION: tl.constexpr, HALVES: tl.constexpr):
-    """[s | u]^T += lifted^T @ Gamma (:func:`_statistics_product`): Gamma, wgmma's B operand, goes from the
-    score's accumulator layout to shared memory without bank conflicts (the transposed product stored the
-    lifted tile transposed with 8-way conflicts: ncu at cd418ce, 2026-11-30). HALVES: (x - c)^2 squared again
-    from x - c's halves rather than held across the exponentials."""
+    """[s | u]^T += lifted^T @ Gamma (:func:`_statistics_product`), Gamma staged without bank conflicts; with
+    HALVES (x - c)^2 is squared again from x - c's halves rather than held across the exponentials."""
     s_sum = _statistics_product(x_hi, x_lo, g_hi, g_lo, s_sum, PRECISION)
     if HALVES:
         xr = tf32x3.join(x_hi, x_lo, PRECISION)
@@ -205,9 +176,8 @@ def accumulate_statistics(x_hi, x_lo, g_hi, g_lo, s_sum, u_sum, PRECISION: tl.co
 
 @triton.jit
 def commit_statistics(n_out, su_out, kk, n_sum, s_sum, u_sum, D_PAD: tl.constexpr, HALVES: tl.constexpr):
-    """n[kk] and su[kk] += the running sums as float64. Relaxed: the sums need no ordering (kernel
-    completion publishes them); Triton's default, acq_rel, compiles each atomic to MEMBAR.GPU + a returning
-    ATOMG + an L1 invalidate (CCTL.IVALL), relaxed with the result unused is a fire-and-forget REDG (sm_90 SASS)."""
+    """n[kk], su[kk] += the running sums in float64, by relaxed atomics: fire-and-forget reductions (the default
+    acq_rel adds a fence and an L1 invalidate each); kernel completion publishes them."""
     tl.atomic_add(n_out + kk, n_sum.to(tl.float64), sem="relaxed")
     if HALVES:
         cols = tl.arange(0, D_PAD)

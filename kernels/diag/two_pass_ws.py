@@ -1,22 +1,14 @@
-"""Algorithm 3's pass 2, warp-specialized (Gluon, Hopper only, d_pad = 32, tf32x3).
+"""Algorithm 3's pass 2, warp-specialized (Gluon; Hopper, d_pad = 32, tf32x3).
 
-Where the Triton pass 2 spends its shared-memory bandwidth (kernels/README.md, "Where pass 2's
-time goes"): per 64 x 64 tile it moves ~288 KB through shared memory, of which 128 KB are the two
-A operands going register -> shared -> register to reach wgmma's layout. Here a one-warp loader
-partition TMA-copies each row tile of X into a ring in shared memory (twice, into the two halves of
-a stage: the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed, i.e.
-two copies of the 32 columns, its lanes permuted so that the loads meet no bank twice:
-:func:`transposed_lift`); the compute warpgroup loads both A operands straight from that tile into wgmma's
-register layout (gl.bank_conflicts offline: 0 excess accesses for either), lifts and splits them in
-registers, and stores only Gamma's TF32 halves. The score takes the lift's halves
-apart (x - c and (x - c)^2 against W's two halves: the same wgmma count as one K = 64 product).
+The Triton pass 2 moves its A operands register -> shared -> register to reach wgmma's layout, which
+bounds it on shared-memory bandwidth. Here a one-warp loader TMA-copies each row tile into a ring (twice:
+the statistics' operand is the lifted tile [x - c | (x - c)^2] transposed, its lanes permuted so no load
+meets a bank twice, :func:`transposed_lift`); the compute warpgroup loads both operands straight into
+wgmma's layout, lifts and splits them in registers, and stores only Gamma's TF32 halves.
 
-Same sums as turbo_gmm.two_pass.statistics_pass under tf32x3, the same grid (component tiles x row
-splits), one float64 atomic commit per program. The score's six TF32 products run in the Triton passes'
-order over the 64 lifted lanes, so that S - L <= 0 holds here as it does there; the statistics' products
-run over the tile's two 32-row halves (fewer live registers). On the H200 1.34-1.39x faster than the
-Triton pass 2 at K = 512-4096, d = 32 (kernels/README.md, "The warp-specialized pass 2").
-"""
+The sums, grid and float64 commit are turbo_gmm.diag.two_pass.statistics_pass's; the score's six products
+run in the Triton passes' order, so S - L <= 0 holds here as there. 1.3-1.4x the Triton pass 2 at
+K = 512-4096, d = 32 on the H200."""
 from __future__ import annotations
 
 import torch
@@ -27,8 +19,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .launch import hopper_kernels_switched_off, statistics_pass_grid, weight_arguments
-from .tf32x3 import TF32_HALF_UNIT, TF32_MASK
+from ..launch import hopper_kernels_switched_off, statistics_pass_grid, weight_arguments
+from ..tf32x3 import TF32_HALF_UNIT, TF32_MASK
 
 D_PAD = 32  # the one lane width this kernel takes
 STAGES = 2  # row tiles in flight between the loader and the compute warpgroup
@@ -43,32 +35,25 @@ def tf32_high(x):
 
 @gluon.jit
 def loop_variant_zero(j):
-    """0 for every tile index j a program has (< 2^30), which the compiler cannot tell from j: shared-memory
-    buffers indexed by it get their wgmma descriptors computed in the loop, in uniform registers (shared with
-    kernels/one_pass_ws.py). Indexed by constants, LLVM hoisted one 64-bit descriptor per buffer and k-step out of
-    the loop (64 for W alone in the one pass at d_pad 128), ptxas spilled them (sm_90: 344 B a thread at the one
-    pass's (K_pad, d_pad) = (16, 128), 208 B at (128, 32)) and moved each to a uniform register (R2UR) before its
-    wgmma; on the H100 at 4M_16_128 those spill loads missed L1 98% of the time (shared memory takes the
-    carve-out) and moved 2.3 GB through L2, more than X."""
+    """0 for every tile index j (< 2^30) in a way the compiler cannot fold: buffers indexed by it get their wgmma
+    descriptors computed in the loop, in uniform registers. Indexed by constants, the hoisted descriptors
+    spilled (hundreds of bytes a thread) and their loads missed L1."""
     return j // 1073741824
 
 
 @gluon.jit
 def exp_ftz(x):
-    """exp(x) as gl.exp computes it (x * log2(e) into ex2.approx) but flushing results below 2^-126 to zero:
-    gl.exp's ex2.approx.f32 keeps them with a compare and two multiplies around every MUFU.EX2 (sm_90 SASS).
-    Gamma below 1e-38 is nothing to the statistics; shared with kernels/one_pass_ws.py."""
+    """exp(x) as gl.exp computes it but flushing results below 2^-126 to zero: no compare and multiplies around
+    every MUFU.EX2. A Gamma below 1e-38 is nothing to the statistics."""
     return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
                                      dtype=gl.float32, is_pure=True, pack=1)
 
 
 @gluon.jit
 def transposed_lift(both, BLOCK_N: gl.constexpr, D_PAD: gl.constexpr):
-    """A ring stage's two copies of a row tile viewed as the statistics' A operand [x - c | (x - c)^2]^T (2 * D_PAD
-    lanes x BLOCK_N rows), the lanes of each copy in :func:`lane_columns`'s order. In column order (a plain
-    transpose) the 8 lanes x 4 rows a warp reads per load met in 16 of the 32 banks under the ring's 128-byte
-    swizzle, 2-way (gl.bank_conflicts: 1; the H200 counted 128 excess wavefronts a row tile, 40M at 20M_32_32);
-    in this order they cover all 32 (gl.bank_conflicts: 0)."""
+    """A ring stage's two copies of a row tile viewed as the statistics' A operand [x - c | (x - c)^2]^T
+    (2 D_PAD lanes x BLOCK_N rows), lanes in :func:`lane_columns`'s order, in which a warp's loads cover all 32
+    banks (a plain transpose conflicts 2-way under the ring's swizzle)."""
     gl.static_assert(D_PAD == 32, "the lane order is laid out for 32 columns (128-byte rows)")
     return both.reshape([2, BLOCK_N, 2, 4, 4]).permute((0, 3, 2, 4, 1)).reshape([2 * D_PAD, BLOCK_N])
 
@@ -83,10 +68,8 @@ def lane_columns(lanes, D_PAD: gl.constexpr):
 
 @gluon.jit
 def centers(center, a_op: gl.constexpr, D_PAD: gl.constexpr):
-    """The center as the score's (1, D_PAD) row and as the statistics' (2 D_PAD, 1) column over the lifted lanes
-    (:func:`transposed_lift`'s order), and which of those lanes are squared. x - c needs no mask past d: TMA fills
-    those columns with zeros and the center is zero there (Workspace.center is d_pad long), so they are 0 in both
-    A operands."""
+    """The center as the score's (1, D_PAD) row and as the statistics' (2 D_PAD, 1) column, and which lanes are
+    squared. No mask past d: TMA fills zeros there and the center is zero."""
     c = gl.load(center + gl.arange(0, D_PAD, layout=gl.SliceLayout(0, a_op)))[None, :]
     lanes = gl.arange(0, 2 * D_PAD, layout=gl.SliceLayout(1, a_op))
     c_t = gl.load(center + lane_columns(lanes, D_PAD) % D_PAD)[:, None]
@@ -95,9 +78,8 @@ def centers(center, a_op: gl.constexpr, D_PAD: gl.constexpr):
 
 @gluon.jit
 def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: gl.constexpr = 1):
-    """Loader partition (shared with kernels/one_pass_ws.py): each of this program's row tiles into the next free
-    stage of the ring. A stage is (BLOCKS + 1) // 2 ring slots of two (block_n, 32) boxes: the tile's BLOCKS
-    32-column blocks in turn, or at BLOCKS = 1 its one block twice."""
+    """Loader partition: each of the program's row tiles into the next free ring stage (BLOCKS 32-column blocks in
+    turn, or at BLOCKS = 1 its one block twice)."""
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2
     stages: gl.constexpr = ring.type.shape[0] // PAIRS
     block_n: gl.constexpr = x_desc.block_type.shape[0]
@@ -114,11 +96,9 @@ def row_tile_loader(x_desc, ring, ready, empty, first, n_tiles, stride, BLOCKS: 
 
 @gluon.jit
 def score_products(lin, w_smem, w0, acc, ADD: gl.constexpr = False):
-    """The score's six TF32 products of 32 columns of a row tile's x - c (``lin``, in wgmma's register layout) and
-    their squares against W^T's halves (w_smem w0 + 0, 1: high and low of x - c's lanes; + 2, 3: of (x - c)^2's),
-    issued without a wait in kernels/tf32x3.py's order over the 64 lifted lanes (lo.hi, hi.lo, hi.hi), as the
-    Triton passes score, into ``acc`` (ADD) or a fresh accumulator of its shape; returns the pending accumulator
-    and the operands it reads until waited for (shared with kernels/one_pass_ws.py)."""
+    """The score's six TF32 products of 32 columns of x - c (``lin``) and their squares against W^T's halves,
+    issued without a wait in the Triton passes' order (lo.hi, hi.lo, hi.hi); returns the pending accumulator
+    and the operands it reads until waited for."""
     sq = lin * lin
     lin_hi = tf32_high(lin)
     lin_lo = lin - lin_hi
@@ -136,10 +116,8 @@ def score_products(lin, w_smem, w0, acc, ADD: gl.constexpr = False):
 @gluon.jit
 def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, first, n_tiles, stride, comp0,
              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, D_PAD: gl.constexpr, WEIGHTED: gl.constexpr):
-    """Default partition (one warpgroup): score, Gamma and the statistics of each row tile; returns n and
-    [s | u]^T of this program's row tiles, float32 running sums each row tile's products are added into
-    (the tile's statistics products into a fresh accumulator: issue 21, kernels/lift.py accumulate_statistics).
-    WEIGHTED: each row's Gamma times its sample weight (``sw``), as in the Triton pass 2."""
+    """Compute warpgroup: score, Gamma and statistics of each row tile into float32 running sums (each tile's
+    product into a fresh accumulator); WEIGHTED multiplies Gamma by the row's sample weight."""
     LANES: gl.constexpr = 2 * D_PAD
     stages: gl.constexpr = ring.type.shape[0]
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_K, 8])
@@ -203,9 +181,7 @@ def _compute(ring, ready, empty, w_smem, gh_all, gl_all, center, b, L, sw, N, fi
 
 @gluon.jit
 def score_of_stage(ring, stage, c, w_smem, w0, zero, a_op: gl.constexpr, BLOCK_N: gl.constexpr):
-    """At D_PAD = 32: :func:`score_products` of the row tile in ring stage ``stage`` (its first copy), W^T's halves
-    at w_smem w0 + 0, 1 (x - c's high and low), 2, 3 ((x - c)^2's); c: the center as a (1, D_PAD) row
-    (:func:`centers`)."""
+    """At D_PAD = 32: :func:`score_products` of the tile in ring stage ``stage``."""
     return score_products(ring.index(stage).slice(0, BLOCK_N).load(a_op) - c, w_smem, w0, zero)
 
 
@@ -242,7 +218,7 @@ def _statistics_kernel_ws(
     g_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2,
                                                   transposed=True)  # Gamma rows-contiguous: K-major as wgmma's B
     # Gamma's TF32 halves in two allocations: in one, the compiler's shared-memory hazard analysis takes the store
-    # of one half for a conflict with the other (kernels/one_pass_ws.py: a warpgroup barrier between them)
+    # of one half for a conflict with the other (kernels/diag/one_pass_ws.py: a warpgroup barrier between them)
     gh_all = gl.allocate_shared_memory(gl.float32, [1, BLOCK_N, BLOCK_K], g_layout)
     gl_all = gl.allocate_shared_memory(gl.float32, [1, BLOCK_N, BLOCK_K], g_layout)
     fence_async_shared()
@@ -276,8 +252,7 @@ def refusal(X, W, cfg) -> str | None:
 
 
 def statistics_pass_ws(X, center, W, b, K: int, cfg, L, n, su, sample_weight=None) -> None:
-    """Drop-in for :func:`turbo_gmm.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None:
-    n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L) (w_i = 1 without ``sample_weight``), on
+    """:func:`turbo_gmm.diag.two_pass.statistics_pass` under tf32x3 where :func:`refusal` is None, on
     :func:`turbo_gmm.launch.statistics_pass_grid`'s grid."""
     why = refusal(X, W, cfg)
     if why:

@@ -1,10 +1,7 @@
 """Plain float64 NumPy EM for diagonal GMMs: the oracle every kernel and arm is tested against.
 
-Centered score (2), log-sum-exp normalizer (3), statistics (4) and the M-step (5)
-of the paper, computed directly, without the lift, so that it checks the lift too;
-and the same statistics in 60-digit mpmath arithmetic (:func:`mp_estep`) for the
-tiny cases where float64 itself is the question.
-"""
+The paper's centered score, normalizer, statistics and M-step computed directly (no lift, so it checks the
+lift too), and the statistics in 60-digit mpmath (:func:`mp_estep`) where float64 itself is the question."""
 from __future__ import annotations
 
 import mpmath
@@ -31,10 +28,7 @@ def logsumexp_rows(S: np.ndarray) -> np.ndarray:
 
 
 def estep(X, weights, means, variances, chunk: int = 4096):
-    """Statistics (n, s, u) and log-likelihood ell at the given parameters, float64.
-
-    Chunked over rows so that tests at N ~ 1e5 stay small.
-    """
+    """Statistics (n, s, u) and ell at the given parameters, float64, in row chunks."""
     X = np.asarray(X, np.float64)
     K, d = np.shape(means)
     n = np.zeros(K)
@@ -54,16 +48,16 @@ def estep(X, weights, means, variances, chunk: int = 4096):
 
 
 def mstep(n, s, u, N: int, reg_covar: float):
-    """(5) with scikit-learn's guard: divide by n_k + 10*eps64."""
+    """(5) with scikit-learn's guard: divide by n_k + 10*eps64, weights (n_k + 10 eps64) / (N + K 10 eps64) (an
+    empty component keeps a weight > 0, as scikit-learn's and the kernels' M-step, kernels/diag/mstep.py)."""
     nk = np.asarray(n, np.float64) + 10.0 * EPS64
     mu = s / nk[:, None]
     var = u / nk[:, None] - mu * mu + reg_covar
-    return np.asarray(n, np.float64) / N, mu, var
+    return nk / (N + nk.shape[0] * 10.0 * EPS64), mu, var
 
 
 def em(X, weights, means, variances, n_iter: int, reg_covar: float = 1e-6):
-    """n_iter EM iterations; returns final (weights, means, variances) and the
-    per-iteration log-likelihoods at the incoming parameters."""
+    """n_iter EM iterations: final (weights, means, variances) and ell at each iteration's incoming parameters."""
     w, m, v = (np.asarray(a, np.float64) for a in (weights, means, variances))
     lls = []
     for _ in range(n_iter):

@@ -1,23 +1,11 @@
-"""One read of X for its validation and centering: float64 column sums, sums of squares and extremes.
+"""One read of X for its validation and centering: float64 column sums, sums of squares and extremes (internal).
 
-The estimator and :func:`turbo_gmm.fit` need, before the first E-step, the column
-mean of X (the in-kernel center), the knowledge that every entry is finite, and
-the columns' range (the float32 lift's error bound, :mod:`turbo_gmm.precision`).
-Done with torch ops in row chunks that cost as much as ten EM iterations at
-20M x 32 (a float64 copy, ``isfinite``, boolean indexing and a host sync per
-chunk). Here one persistent launch reads each float32 entry once, accumulates
-it and its square in float64 registers and keeps its columns' minimum and maximum
-in X's dtype; each program writes its own partial sums and extremes (no atomics:
-the sums do not depend on scheduling), and a second launch adds the few hundred
-partials (as torch operations, their host dispatch cost more than the read of X).
-Finiteness costs nothing per entry: a NaN or an infinity makes its column's sum of
-squares non-finite. Nothing here synchronizes with the host: the caller reads one flag.
-
-Per entry the loop is a load's share, one conversion, an add, a fused multiply-add
-and two extremes (about six instructions): the rows of a step are unmasked, only the
-last program's tail is. Rows are not flagged here: :func:`bad_row_counts` counts
-them on the error path, where time does not matter.
-"""
+Before the first E-step the fit needs the column mean (the in-kernel center), that every entry is finite,
+and the columns' range (the float32 lift's bound). One persistent launch reads each entry once, sums it and
+its square in float64 and keeps its column's min and max; each program writes its own partials (no atomics:
+deterministic) and a second launch adds them. A NaN or infinity makes its column's sum of squares
+non-finite, so finiteness costs nothing; the caller reads one flag. :func:`bad_row_counts` counts bad rows
+on the error path only."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -32,10 +20,8 @@ COLUMN_TILE = 128  # columns per program: wider X is covered by a second grid ax
 TILE_ELEMENTS = 1024  # rows x columns of one load: 4 float32 a thread at 8 warps, one 16-byte load each
 LOADS = 2  # tiles a step
 PROGRAMS_PER_SM = 4  # 52 registers x 8 warps (sm_90 compile): 32 warps an SM
-# On the H200 at 20M x 32 (results/h200/kernel_measure/column_sums_tiles_2026-12-02_0730cee.csv, 96 geometries)
-# this one reads X in 0.659 ms, 90% of the HBM floor, where torch's X.sum(0) took 0.747 in the same run and the
-# loop that counted non-finite entries and masked every row 0.914 at its best (156 registers: one program an SM).
-# 4 and 8 loads a step, 2048 elements a tile: within 2%; one program an SM 2-3.6x slower.
+# This geometry reads X at ~90% of the HBM floor on the H200 (faster than torch's X.sum(0)); the neighbours
+# measured within 2%, one program an SM 2-3.6x slower.
 FINISH_ROWS = 16  # partials a step of the finishing launch (x 128 columns: 16 float64 a thread at 4 warps)
 FLOAT64_MAX = tl.constexpr(float(torch.finfo(torch.float64).max))
 
@@ -93,9 +79,7 @@ def _finish_kernel(
     P, N, d,
     BLOCK_P: tl.constexpr, BLOCK_COLS: tl.constexpr,
 ):
-    """The programs' partials added in a fixed order, per column tile: the statistics and the flag in one launch
-    instead of the dozen small torch operations a host pays for one by one (issue 19: they, not the read of X,
-    were most of the validation phase)."""
+    """The programs' partials added in a fixed order, per column tile, in one launch."""
     ct = tl.program_id(0)
     cols = ct * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     col_ok = cols < d
@@ -125,8 +109,7 @@ def _finish_kernel(
 
 
 class ColumnSums(NamedTuple):
-    """One read of X, per column (float64 (d,) tensors on X's device), and ``non_finite``: a (column tiles,)
-    float64 tensor, non-zero where a tile holds NaN, infinity or (float64 X) a square past float64's range."""
+    """Per-column float64 statistics of one read of X; ``non_finite`` is non-zero per column tile holding NaN or inf."""
     total: torch.Tensor
     squares: torch.Tensor
     low: torch.Tensor
@@ -142,14 +125,11 @@ class ColumnSums(NamedTuple):
 
 def column_sums(X: torch.Tensor, tile_elements: int = TILE_ELEMENTS, loads: int = LOADS,
                 programs_per_sm: float = PROGRAMS_PER_SM, num_warps: int = 8) -> ColumnSums:
-    """Sums, sums of squares, extremes, mean and spread (population) of X's columns, two launches and one
-    allocation, no host sync; the keywords are the launch geometry (``harness.studies.validation_phase --tiles``).
+    """Sums, sums of squares, extremes, mean and spread (population) of X's columns: two launches, no host sync.
 
-    X: (N, d) float32 (or float64), contiguous, on CUDA (or on the CPU under TRITON_INTERPRET=1).
-    A NaN or an infinity makes its column's sum of squares not finite, which costs the read nothing per entry
-    (a float32 square cannot overflow float64; a float64 one beyond 1.3e154 can, and is flagged too:
-    :func:`non_finite_message` tells the two apart). The extremes skip NaN and are meaningless where flagged:
-    the caller raises."""
+    X (N, d) float32 or float64, contiguous, on CUDA (or CPU under TRITON_INTERPRET=1). A NaN or infinity makes
+    its column's sum of squares non-finite (so does a float64 square past its range: :func:`non_finite_message`
+    tells them apart); the extremes are then meaningless and the caller raises. The keywords are the geometry."""
     N, d = X.shape
     block_cols = min(COLUMN_TILE, triton.next_power_of_2(d))
     block_rows = max(1, tile_elements // block_cols)

@@ -1,11 +1,8 @@
-"""A fixed EM loop captured once as a CUDA graph and replayed, for kernels/full and kernels/tied.
+"""A fixed EM loop captured once as a CUDA graph and replayed, for kernels/full and kernels/tied (internal).
 
-The loop body reads and writes only static buffers its owner allocated (parameters in place,
-ell per iteration, a status flag), so a replay is the whole fit without a host round trip; the
-owner copies the inputs in before :meth:`replay` and the results out after. As in kernels/em.py,
-the body runs once on a side stream first so that compilation and first allocations happen
-outside the capture.
-"""
+The body touches only static buffers (parameters in place, ell per iteration, a status flag), so a replay
+is the whole fit without a host round trip. It runs once on a side stream first, so compilation and first
+allocations happen outside the capture."""
 from __future__ import annotations
 
 import torch

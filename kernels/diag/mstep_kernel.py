@@ -1,18 +1,9 @@
-"""The float64 M-step of :mod:`turbo_gmm.mstep` as one small kernel, writing in place.
+"""The float64 M-step of :mod:`turbo_gmm.diag.mstep` as one kernel writing the parameters in place.
 
-One program per component reads its statistics (n_k, [s_k | u_k] about the
-center) and overwrites that component's weight, mean and variance, so the fit
-loop's parameter buffers are updated without a dozen torch launches and copies
-per iteration. It also stores ell into the iteration's slot and counts the
-floored variance entries (same rule and guard as :func:`turbo_gmm.mstep.mstep`).
-
-And it records the fit's first failure, so that a broken model is an error after
-the loop's one host read, not NaN parameters: ``failure`` holds the smallest
-:func:`failure_code` over iterations and components (:data:`NO_FAILURE` if none) --
-an E-step whose ell is not finite (the float32 score left float32's range), or an
-M-step whose weight, mean or variance is not finite or whose variance is not > 0
-(scikit-learn's ill-defined covariance).
-"""
+One program per component: its weight, mean and variance from (n_k, [s_k | u_k]), ell stored in the
+iteration's slot, floored entries counted (a dozen torch launches an iteration saved). It records the
+fit's first failure (:func:`failure_code`: a non-finite ell, or a non-finite or non-positive parameter), so
+a broken model raises after the loop's one host read instead of leaving NaN parameters."""
 from __future__ import annotations
 
 import torch
@@ -43,7 +34,8 @@ def _mstep_kernel(
     n, su, ll, center,  # statistics (K_PAD,), (K_PAD, 2*D_PAD), (1,) f64; center (d,) f64
     weights, means, variances, ll_out, floored, failure,  # out: (K,), (K, d), (K, d), (1,) f64; (1,) int64 (added
     # to); failure (1,) int64 (lowered to this iteration's code where it fails)
-    N: tl.float64, K, d, reg_covar: tl.float64, guard: tl.float64, iteration, no_failure: tl.int64,
+    N: tl.float64, K, d, reg_covar: tl.float64, guard: tl.float64, iteration, no_failure: tl.int64,  # N: the
+    # weights' divisor N + K guard (turbo_gmm.diag.mstep.mstep_weights)
     D_PAD: tl.constexpr, FINITE_MAX: tl.constexpr,
 ):
     k = tl.program_id(0)
@@ -54,7 +46,7 @@ def _mstep_kernel(
     mu = tl.load(su + k * (2 * D_PAD) + c, mask=ok, other=0.0) / denom
     spread = tl.load(su + k * (2 * D_PAD) + D_PAD + c, mask=ok, other=0.0) / denom - mu * mu
     negative = ok & (spread < 0.0)
-    weight = nk / N
+    weight = denom / N  # scikit-learn's (n_k + guard) / sum(n_k + guard): an empty component keeps a weight > 0
     mean = mu + tl.load(center + c, mask=ok, other=0.0)
     variance = tl.maximum(spread, 0.0) + reg_covar
     tl.store(weights + k, weight)
@@ -72,14 +64,17 @@ def _mstep_kernel(
 
 def mstep_into(n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor, N: float, center: torch.Tensor,
                reg_covar: float, weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor,
-               ll_out: torch.Tensor, floored: torch.Tensor, failure: torch.Tensor, iteration: int) -> None:
+               ll_out: torch.Tensor, floored: torch.Tensor, failure: torch.Tensor, iteration: int,
+               guard: float | None = None) -> None:
     """New (weights, means, variances) written into those float64 buffers from the
-    padded float64 statistics (weights n_k / N: N the row count, or the sum of the sample weights);
+    padded float64 statistics (weights (n_k + guard) / (N + K guard): N the row count, or the sum of the sample
+    weights; ``guard`` :func:`turbo_gmm.diag.mstep.mstep_guard`'s, default scikit-learn's 10 eps64);
     ``ll_out`` (1,) <- ll; ``floored`` (1,) int64 += entries floored;
     ``failure`` (1,) int64 <- min(itself, this ``iteration``'s :func:`failure_code`) where it fails."""
     K, d = means.shape
     d_pad = su.shape[1] // 2
+    guard = 10.0 * EPS64 if guard is None else float(guard)
     _mstep_kernel[(K,)](n, su, ll, center, weights, means, variances, ll_out, floored, failure,
-                        float(N), K, d, float(reg_covar), 10.0 * EPS64, iteration, NO_FAILURE, D_PAD=d_pad,
+                        float(N) + K * guard, K, d, float(reg_covar), guard, iteration, NO_FAILURE, D_PAD=d_pad,
                         FINITE_MAX=FLOAT64_MAX, num_warps=1,
-                        enable_fp_fusion=False)  # no FMA contraction: the same roundings as kernels/mstep.py
+                        enable_fp_fusion=False)  # no FMA contraction: the same roundings as kernels/diag/mstep.py

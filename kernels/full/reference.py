@@ -2,13 +2,12 @@
 
 Scores in scikit-learn's form, y = (x - mu_k) U_k with U_k the upper-triangular precision
 Cholesky factor (U U^T = Sigma^-1), computed directly (no lift, no whitening trick) so that it
-checks both dataflows of the kernels. Optional sample weights multiply every statistic.
-"""
+checks both dataflows of the kernels. Optional sample weights multiply every statistic."""
 from __future__ import annotations
 
 import numpy as np
 
-from .reference import EPS64, LOG_2PI, logsumexp_rows
+from ..diag.reference import EPS64, LOG_2PI, logsumexp_rows
 
 ILL_DEFINED_COVARIANCE = (
     "Fitting the mixture model failed because some components have ill-defined empirical covariance "

@@ -1,31 +1,19 @@
 """scikit-learn's four GaussianMixture initializations where X lives, in torch ops (GPU or CPU).
 
-As ``sklearn.mixture.GaussianMixture._initialize_parameters``: ``init_params`` gives
-responsibilities, and one M-step on them the initial parameters. Here that M-step's
-float64 moments (n_k, s_k, u_k) about a center c are computed on X's device in row
-blocks, so neither X nor an (N, K) responsibility matrix goes to the host:
-
-* "kmeans": one-hot labels of :func:`turbo_gmm.kmeans.kmeans` (KMeans(n_init=1)'s defaults);
-* "k-means++": the k-means++ seeds, one row per component;
-* "random": uniform draws, normalized per row;
-* "random_from_data": K distinct rows drawn uniformly.
-
-The random numbers of "kmeans", "k-means++" and "random_from_data" are scikit-learn's: drawn
-from the estimator's NumPy ``RandomState`` in ``_initialize_parameters``' order (the k-means++
-first-seed and candidate uniforms, ``choice(N, K, replace=False)``), so on the same points these
-pick scikit-learn's seeds and rows (k-means++ up to float64 near-ties of its cumulative sums;
-``choice`` without replacement is NumPy's full permutation of N on the host, ~0.3 s at 20M).
-"random" needs N x K uniforms, too many to draw on the host at 20M rows: it draws them from a
-``torch.Generator`` on X's device seeded from ``random_state``, so its responsibilities are not
-scikit-learn's.
-"""
+As ``GaussianMixture._initialize_parameters``: ``init_params`` gives responsibilities and one M-step on
+them the initial parameters; that M-step's float64 moments are summed on X's device in row blocks, so
+neither X nor an (N, K) responsibility matrix reaches the host. "kmeans", "k-means++" and
+"random_from_data" draw scikit-learn's random numbers in its order; "random" draws its N x K uniforms from
+a ``torch.Generator`` on the device seeded from ``random_state`` (not scikit-learn's)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.cluster import KMeans, kmeans_plusplus as sklearn_kmeans_plusplus
 
 from .kmeans import kmeans, kmeans_plusplus
 
+HOST_BLOCK_ROWS = 1 << 14  # rows a block of the host initialization
 MOMENT_BLOCK_BYTES = 1 << 28  # float64 temporaries of one block: responsibilities and the centered rows
 
 
@@ -76,3 +64,41 @@ def _moments(X, center, K, responsibilities, second="diag"):
         s += resp.T @ x
         u += resp.T @ x.square_() if second == "diag" else torch.einsum("nk,nd,ne->kde", resp, x, x)
     return n, s, u
+
+
+def host_moments(X, n_components, init_params, random_state, center, second="diag", sample_weight=None):
+    """scikit-learn's initialization on the host, drawn from ``random_state`` in the same order: the
+    responsibilities' (n, s, u) about ``center`` (float64, in row blocks), u = sum r (x - c)^2 (``second``
+    "diag") or sum r (x - c)(x - c)^T ("full"), r times ``sample_weight`` when given (then k-means and
+    k-means++ take the weights, and "random_from_data" draws among the rows of positive weight)."""
+    N, d = X.shape
+    K = n_components
+    sw = np.ones(N) if sample_weight is None else sample_weight
+    square = (lambda r, x: r.T @ (x * x)) if second == "diag" else (  # noqa: E731
+        lambda r, x: np.einsum("nk,nd,ne->kde", r, x, x))
+    if init_params in ("random_from_data", "k-means++"):  # one row per component: no pass over X
+        if init_params == "k-means++":
+            _, indices = sklearn_kmeans_plusplus(X, K, random_state=random_state, sample_weight=sample_weight)
+        elif sample_weight is None:
+            indices = random_state.choice(N, size=K, replace=False)
+        else:
+            indices = random_state.choice(np.flatnonzero(sample_weight > 0), size=K, replace=False)
+        sx = np.asarray(X[indices], np.float64) - center
+        return sw[indices], sw[indices, None] * sx, square(np.diag(sw[indices]), sx)
+    if init_params == "kmeans":
+        labels = KMeans(n_clusters=K, n_init=1, random_state=random_state).fit(X, sample_weight=sample_weight).labels_
+        resp_rows = lambda r0, r1: np.eye(K)[labels[r0:r1]]  # noqa: E731
+    else:  # "random": drawn block by block, rows ascending = scikit-learn's single draw
+        resp_rows = lambda r0, r1: _normalized(random_state.uniform(size=(r1 - r0, K)))  # noqa: E731
+    nk, sx, sxx = np.zeros(K), np.zeros((K, d)), np.zeros((K, d) if second == "diag" else (K, d, d))
+    for r0 in range(0, N, HOST_BLOCK_ROWS):
+        r1 = min(N, r0 + HOST_BLOCK_ROWS)
+        resp, x = resp_rows(r0, r1) * sw[r0:r1, None], np.asarray(X[r0:r1], np.float64) - center
+        nk += resp.sum(0)
+        sx += resp.T @ x
+        sxx += square(resp, x)
+    return nk, sx, sxx
+
+
+def _normalized(r):
+    return r / r.sum(1, keepdims=True)

@@ -1,30 +1,17 @@
 """Fused k-means kernels: Lloyd's assignment with the new centers' sums, and the k-means++ D^2 potentials.
 
-At K = 256, d = 32 one Lloyd iteration in torch ops (:mod:`turbo_gmm.kmeans`: a (rows, K) score
-block per matrix product, argmin, a dense one-hot and its product with the block) took 82 ms at
-20M rows on the H200, ~12x its arithmetic. Here one persistent launch reads each row tile once:
+One persistent launch reads each row tile once (the torch-op iteration ran ~12x its arithmetic):
 
-* :func:`assign_and_sum` (Lloyd): the score ``||y_k||^2 + 2 y_k.c - 2 x.y_k`` (y = center - c,
-  c the data's column mean; the same expansion as the torch path, ``||x - c||^2`` dropped) of the
-  row tile against every center tile, as tf32x3 products (three TF32 tensor-core products,
-  fp32-accurate: :mod:`turbo_gmm.tf32x3`) or plain fp32 (``precision="ieee"``), a running min and
-  argmin over the center tiles (ties to the lowest index, as NumPy's argmin); the labels are
-  written in place and the changed ones counted. The new centers' sums then come from the tile's
-  one-hot in registers, contracted with the row tile on the tensor cores: the one-hot is exact in
-  TF32, so two TF32 products (x's high half and its exact remainder) give the float32 sums to
-  2^-22 relative; each program adds them in float64 into its own slice of a (programs, K, d)
-  buffer (no atomics, the sums do not depend on scheduling) that torch reduces. Float32 scores,
-  no exactness guard: a row whose two nearest centers' scores agree to float32 rounding may take
-  the other label than scikit-learn's float64 argmin (rare on real data; the tests count them).
-* :func:`candidate_potentials` and :func:`fold_nearest` (k-means++): for the step's candidates
-  the per-program float64 sums of ``min(closest_i, ||x_i - y_t||^2)``, and then ``closest`` folded
-  with the chosen one. Distances in the direct form ``sum (x - y)^2`` in float64 from the float32
-  rows (exact differences, no cancellation), so ``closest`` is scikit-learn's float64 distance
-  of the same points to rounding, which its cumulative sum needs to pick scikit-learn's seeds.
+* :func:`assign_and_sum` (Lloyd): the score ``||y_k||^2 + 2 y_k.c - 2 x.y_k`` (y = center - c) against every
+  center tile as tf32x3 products (or plain fp32 under "ieee"), a running argmin (ties to the lowest index),
+  labels written in place and changes counted; the new centers' sums from the tile's one-hot (exact in TF32)
+  contracted on the tensor cores, added in float64 per program (no atomics: deterministic). Float32 scores:
+  a row whose two nearest centers tie to float32 rounding may get the other label.
+* :func:`candidate_potentials`, :func:`fold_nearest` (k-means++): float64 sums of
+  ``min(closest_i, ||x_i - y_t||^2)`` in the direct form (no cancellation), as scikit-learn's cumulative
+  sums need.
 
-Runs on CUDA, and on CPU tensors under TRITON_INTERPRET=1 (the tests). X float32, contiguous,
-d <= MAX_FEATURES (:func:`supported`); elsewhere :mod:`turbo_gmm.kmeans` keeps its torch ops.
-"""
+CUDA, or CPU tensors under TRITON_INTERPRET=1; float32 contiguous X with d <= MAX_FEATURES (:func:`supported`)."""
 from __future__ import annotations
 
 import os
@@ -33,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import program_count
-from .tf32x3 import dot, split
+from ..launch import program_count
+from ..tf32x3 import dot, split
 
 MAX_FEATURES = 256  # d_pad of the row tile held in registers
 BIG_SCORE = tl.constexpr(3.0e38)  # the padded centers' bias: never the minimum (constexpr: compiled Triton reads no plain globals)
@@ -46,8 +33,7 @@ POTENTIAL_TILE_ELEMENTS = 4096  # rows x d_pad of one k-means++ row tile (float6
 
 
 def supported(X: torch.Tensor) -> bool:
-    """Whether the fused kernels take X: float32, contiguous, d <= MAX_FEATURES, on CUDA (or on
-    the CPU in Triton's interpreter)."""
+    """Whether the fused kernels take X: float32, contiguous, d <= MAX_FEATURES, on CUDA (or the interpreter)."""
     interpreted = os.environ.get("TRITON_INTERPRET", "0") == "1"
     return (X.dtype == torch.float32 and X.is_contiguous() and X.ndim == 2 and X.shape[1] <= MAX_FEATURES
             and (X.is_cuda or (interpreted and X.device.type == "cpu")))
@@ -122,8 +108,7 @@ class Assigner:
         self.bias = torch.full((self.k_pad,), BIG_SCORE.value, dtype=torch.float32, device=X.device)
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
-        """Labels (in place) for ``centers`` (K, d) float64; returns (sums (K, d) f64 in data
-        coordinates, counts (K,) f64, labels changed () int64) -- sums and counts None without update."""
+        """Labels in place for ``centers``; (sums (K, d), counts (K,), labels changed), sums None without update."""
         K, d, dev = self.K, self.X.shape[1], self.X.device
         y = centers - self.center
         self.W[:d, :K] = (-2.0 * y).T.float()

@@ -1,18 +1,11 @@
 """Algorithm 2: one sweep of the component axis, X read once.
 
-A persistent launch: each program keeps the whole padded component axis on chip
-(the lifted parameters W and b, and the accumulators n, [s | u]) and strides over
-row tiles. Per tile it loads X once, forms [x - c | (x - c)^2] in registers, gets
-the score tile with one tl.dot, completes the row normalizer (m, lambda) inside
-the tile visit, forms Gamma = exp(S - m) / lambda reusing those exponentials, and
-accumulates the statistics with a second product, each tile's into float32 running sums
-(turbo_gmm.lift.accumulate_statistics) over at most LaunchConfig.sum_tiles tiles a program (the grid
-grows where the persistent one would give a program more). One atomic commit per program.
-At d_pad >= 64 the lift's two halves are contracted one at a time (fewer registers).
-Under tf32x3 each operand is split into TF32 halves once (turbo_gmm.tf32x3). Under fp64 W, b and the
-center are float64 (turbo_gmm.lift.lift_dtype), the row tile is converted to float64 in registers, and the
-score, normalizer and running sums are float64.
-"""
+A persistent launch: each program keeps the padded component axis on chip (W, b and the accumulators n,
+[s | u]) and strides over row tiles. Per tile: load X once, form [x - c | (x - c)^2] in registers, one
+tl.dot for the score, the row normalizer (m, lambda) within the tile, Gamma = exp(S - m) / lambda from the
+same exponentials, and the statistics by a second product into float32 running sums over at most
+LaunchConfig.sum_tiles tiles; one atomic commit a program. Under tf32x3 operands are split once; under
+fp64 everything is float64."""
 from __future__ import annotations
 
 import functools
@@ -22,10 +15,10 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from . import interpreter_compat, tf32x3
-from .launch import LaunchConfig, program_count, sum_bounded, weight_arguments
-from .lift import (accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
-                          split_weights, statistics_accumulators)
+from .. import _interpreter as interpreter_compat, tf32x3
+from ..launch import LaunchConfig, program_count, sum_bounded, weight_arguments
+from .lift import (accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows, split_weights,
+    statistics_accumulators)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -36,7 +29,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 def _one_pass_kernel(
     X, center, W, b,  # X (N, d) f32 (or f64 under fp64); center (D_PAD,), W (2*D_PAD, K_PAD), b (K_PAD,) f32 (f64: fp64)
     n_out, su_out, ll_out,  # f64 accumulators: (K_PAD,), (K_PAD, 2*D_PAD), (1,)
-    N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (turbo_gmm.lift.weight_tile)
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, num_programs,  # stride_wl, stride_wk: W's (turbo_gmm.diag.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
 ):
@@ -44,8 +37,8 @@ def _one_pass_kernel(
     kk = tl.arange(0, K_PAD)
     # At d_pad >= 64 the lift's halves x - c and (x - c)^2 are contracted one at a time against W's halves
     # (and (x - c)^2 squared again after the exponentials rather than held across them): the widest operand
-    # live at once halves, which removed the spills at d_pad >= 64; at d_pad <= 32 one 2*d_pad-wide product
-    # is faster (kernel_measure/ab_half_lift_2026-11-30_f9e8316.csv: 4M_16_128 5.18 -> 3.25 ms, 4M_32_32 0.87 -> 1.07).
+    # live at once halves, which removed the spills at d_pad >= 64 (1.6x faster); at d_pad <= 32 one 2*d_pad-wide
+    # product is faster.
     HALVES: tl.constexpr = D_PAD >= 64
     wm_hi, wm_lo, wq_hi, wq_lo = split_weights(W, kk, stride_wl, stride_wk, K_PAD, D_PAD, PRECISION, HALVES)
     s_sum, u_sum = statistics_accumulators(D_PAD, K_PAD, HALVES, PRECISION)
@@ -79,15 +72,10 @@ def _one_pass_kernel(
 
 def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
                         cfg: LaunchConfig, precision: str, out=None, sample_weight=None):
-    """Statistics of one E-step by Algorithm 2.
+    """Statistics of one E-step by Algorithm 2: float64 n (k_pad,), su = [s | u] (k_pad, 2 d_pad), ll (1,).
 
-    X (N, d) float32 contiguous (float32 or float64 under fp64); center (d_pad,), W (2*d_pad, k_pad) (any strides:
-    :func:`turbo_gmm.lift.weights_buffer`) and b (k_pad,) from :func:`turbo_gmm.lift.lift`, in its
-    :func:`turbo_gmm.lift.lift_dtype`. Returns float64 tensors
-    n (k_pad,), su (k_pad, 2*d_pad) = [s | u] of the centered data, ll (1,).
-    ``out`` reuses zeroed buffers of those shapes (fit() passes them to skip allocation).
-    ``sample_weight`` (N,) in X's dtype or None: weighted statistics and ell.
-    """
+    X (N, d) contiguous float32 (or float64 under fp64); center, W, b from :func:`turbo_gmm.diag.lift.lift`.
+    ``out`` reuses zeroed buffers; ``sample_weight`` (N,) weights every statistic."""
     if kernel_name(X, W, cfg, precision) == "one_pass_ws":
         from . import one_pass_ws  # Gluon: Hopper only
 
@@ -108,9 +96,8 @@ def one_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, 
 
 
 def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
-    """Which kernel takes this sweep: "one_pass_ws" (kernels/one_pass_ws.py) where the config routes it there
-    (``warp_specialized_one_pass`` and at least ``warp_specialized_one_pass_rows`` rows) and that kernel takes
-    it (one_pass_ws.refusal), else "one_pass" (the Triton kernel); both read sample weights."""
+    """"one_pass_ws" where the config routes the sweep to the warp-specialized kernel and it takes it, else
+    "one_pass"."""
     if cfg.warp_specialized_one_pass and X.shape[0] >= cfg.warp_specialized_one_pass_rows:
         from . import one_pass_ws  # Gluon: Hopper only
 
@@ -120,17 +107,13 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
 
 
 def shared_memory_floor(k_pad: int, d_pad: int, precision: str) -> int:
-    """Bytes of shared memory Algorithm 2 needs on a Hopper GPU whatever the tile: wgmma reads the score
-    dot's B operand, W (2*d_pad x k_pad float32), from shared memory, where it stays for the whole
-    sweep -- twice under tf32x3 (its TF32 high and low halves). ieee runs on FMA units and fp64 on mma.sync
-    (DMMA: wgmma has no float64), which read their operands from registers: no such floor."""
+    """Shared memory Algorithm 2 needs on Hopper whatever the tile: wgmma reads W from shared memory for the whole
+    sweep (twice under tf32x3). ieee and fp64 read operands from registers: no floor."""
     return {"tf32x3": 2, "tf32": 1}.get(precision, 0) * 2 * d_pad * k_pad * 4
 
 
 def check_shared_memory(k_pad: int, d_pad: int, precision: str, limit: int) -> None:
-    """Refuse at once what the compiler would refuse only after minutes of compiling: on the H200 a
-    one-pass kernel past the limit took 147 s (K, d) = (512, 128) and 151 s (1024, 64) to fail, and
-    timed out after 900 s at (1024, 128) (results/h200/dispatch.csv)."""
+    """Refuse at once what the compiler refuses only after minutes (or never, timing out)."""
     need = shared_memory_floor(k_pad, d_pad, precision)
     if need > limit:
         raise StateDoesNotFit(need, limit, "shared memory")

@@ -1,32 +1,24 @@
 """Algorithm 3: two sweeps of the component axis, for K beyond the on-chip budget.
 
-Pass 1 (row tiles on the grid) sweeps the component axis in BLOCK_K tiles with
-the online (m, lambda) merge and writes L = m + log(lambda) (N floats) and ell.
-Pass 2 puts component tiles on the grid, split over the rows: each program keeps
-one component tile's lifted parameters and accumulators on chip, recomputes the
-score of every row tile of its split, forms Gamma = exp(S - L), adds each row tile's
-statistics into float32 running sums (over at most LaunchConfig.sum_tiles tiles: the
-row splits grow to keep it so) and commits them with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
+Pass 1 (row tiles on the grid) sweeps the component tiles with the online (m, lambda) merge and writes
+L = m + log(lambda) (N floats) and ell. Pass 2 puts component tiles on the grid, split over rows: each program
+keeps one tile's lifted parameters and accumulators on chip, recomputes the score of its rows, forms
+Gamma = exp(S - L), adds each row tile's statistics into float32 running sums (at most
+LaunchConfig.sum_tiles tiles a sum) and commits them with one atomic add. X is read 1 + ceil(K / BLOCK_K) times.
 
-Under tf32x3 both passes split each operand once into TF32 halves (turbo_gmm.tf32x3):
-the row tile once for both dots, W once per pass-2 program; pass 1 streams W^T
-already split and transposed (lanes contiguous), so wgmma reads each component
-tile straight from the copy the pipeliner makes into shared memory. Through
-``tl.dot(..., "tf32x3")`` every W tile went through registers to be split and was
-stored back transposed with 8-way bank conflicts (ncu at cd418ce, 2026-11-30): pass 1 9.5 ->
-6.9 ms at 1M_4096_32, L bit-identical. Under fp64 W, b, the center and L are float64 and both passes
-compute in float64 (as kernels/one_pass.py does).
-"""
+Under tf32x3 each operand is split into TF32 halves once: the row tile once for both dots, W once a pass-2
+program; pass 1 streams W^T already split and transposed, so wgmma reads it from the pipeliner's shared
+copy without bank conflicts. Under fp64 everything is float64."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from . import interpreter_compat, tf32x3
-from .launch import LaunchConfig, statistics_pass_grid, weight_arguments
+from .. import _interpreter as interpreter_compat, tf32x3
+from ..launch import LaunchConfig, statistics_pass_grid, weight_arguments
 from .lift import (SENTINEL, accumulate_statistics, commit_statistics, gathers_rows, lifted_score, split_rows,
-                          split_weights, statistics_accumulators, weight_tile)
+    split_weights, statistics_accumulators, weight_tile)
 
 interpreter_compat.install()  # runtime range() bounds in the interpreter on NumPy >= 2.4
 
@@ -34,7 +26,7 @@ interpreter_compat.install()  # runtime range() bounds in the interpreter on Num
 @triton.jit
 def _normalizer_kernel(
     X, center, W, WT_split, b, L_out, ll_out,  # WT_split (2, K_PAD, 2*D_PAD): W^T's TF32 halves (tf32x3 only)
-    N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (turbo_gmm.lift.weight_tile)
+    N, d, K, stride_x, stride_wl, stride_wk,  # W's strides (turbo_gmm.diag.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, GATHER: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -86,7 +78,7 @@ def _normalizer_kernel(
 @triton.jit(do_not_specialize=["n_splits"])
 def _statistics_kernel(
     X, center, W, b, L, n_out, su_out,
-    N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (turbo_gmm.lift.weight_tile)
+    N, d, stride_x, stride_wl, stride_wk, n_tiles, n_splits,  # stride_wl, stride_wk: W's (turbo_gmm.diag.lift.weight_tile)
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, GATHER: tl.constexpr,
     sw=None, WEIGHTED: tl.constexpr = False,  # sw (N,): the sample weights, read only when WEIGHTED
@@ -115,9 +107,8 @@ def _statistics_kernel(
 
 def two_pass_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int,
                         cfg: LaunchConfig, precision: str, out=None, L_buffer=None, sample_weight=None):
-    """Statistics of one E-step by Algorithm 3; same contract as
-    :func:`turbo_gmm.one_pass.one_pass_statistics` (``sample_weight`` included). ``L_buffer`` (N,) in W's dtype (float32; float64 under
-    fp64) is the row-normalizer scratch (allocated when not given)."""
+    """Statistics of one E-step by Algorithm 3, as :func:`turbo_gmm.diag.one_pass.one_pass_statistics`;
+    ``L_buffer`` (N,) in W's dtype is the row-normalizer scratch."""
     N, d = X.shape
     d_pad, k_pad = W.shape[0] // 2, W.shape[1]
     if out is None:
@@ -141,9 +132,7 @@ def normalizer_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, 
 
 
 def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: str) -> str:
-    """Which kernel takes pass 2: "two_pass_ws" (kernels/two_pass_ws.py) where the config routes it there
-    and that kernel takes it (two_pass_ws.refusal), else "two_pass" (the Triton kernel); both read sample
-    weights."""
+    """"two_pass_ws" where the config routes pass 2 there and that kernel takes it, else "two_pass"."""
     if cfg.warp_specialized_pass2 and precision == "tf32x3":
         from . import two_pass_ws  # Gluon: Hopper only
 
@@ -153,8 +142,7 @@ def kernel_name(X: torch.Tensor, W: torch.Tensor, cfg: LaunchConfig, precision: 
 
 
 def statistics_pass(X, center, W, b, K: int, cfg: LaunchConfig, precision: str, L, n, su, sample_weight=None) -> None:
-    """Pass 2: n, [s | u] += the statistics of w_i Gamma = w_i exp(S - L), component tiles x row splits
-    (:func:`turbo_gmm.launch.statistics_pass_grid`)."""
+    """Pass 2: n, [s | u] += the statistics of w_i exp(S - L), component tiles x row splits."""
     if kernel_name(X, W, cfg, precision) == "two_pass_ws":
         from . import two_pass_ws  # Gluon: Hopper only
 

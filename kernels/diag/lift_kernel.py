@@ -1,14 +1,8 @@
-"""The lift of Lemma 1 as one small kernel, fused with clearing the statistics.
+"""The lift of Lemma 1 as one kernel, fused with clearing the statistics.
 
-Inside the fit loop the lift (a dozen Theta(Kd) torch ops, :func:`turbo_gmm.lift.lift`)
-and zeroing the three float64 accumulators were ~15 launches per iteration:
-at N = 20 000 they cost more than the sweep itself, even replayed from a CUDA
-graph. Here one program per padded component builds its column of W and its b
-in float64 from the parameters and the center, stores them in float32 (what
-``lift`` computes, to float32 rounding), and clears that component's
-statistics for the E-step that follows (program 0 also clears ell). Under precision "fp64" W and b
-are float64 buffers and keep the float64 values unrounded (turbo_gmm.lift.lift_dtype).
-"""
+One program per padded component builds its column of W and its b in float64 from the parameters and the
+center, stores them in the kernels' dtype, and zeroes that component's statistics (program 0 also ell):
+one launch where the torch ops and zeroing took ~15 an iteration."""
 from __future__ import annotations
 
 import math
@@ -20,13 +14,12 @@ import triton.language as tl
 from .lift import SENTINEL
 
 
-# d is not specialized: at d = 1 Triton would pass it as the constant 1, a Python int with no .to (the H200's
-# check_fit2d_1feature, 2026-12-01)
+# d is not specialized: at d = 1 Triton would pass it as the constant 1, a Python int with no .to
 @triton.jit(do_not_specialize=["d"])
 def _lift_kernel(
     weights, means, variances, center,  # (K,), (K, d), (K, d), (d,) any float dtype, contiguous
     W, b, n, su, ll,  # out: W (2*D_PAD, K_PAD), b (K_PAD,) f32 or f64 (fp64); cleared: n (K_PAD,), su (K_PAD, 2*D_PAD), ll (1,) f64
-    K, d, stride_wl, stride_wk, half_log_2pi: tl.float64,  # W's strides (turbo_gmm.lift.weights_buffer)
+    K, d, stride_wl, stride_wk, half_log_2pi: tl.float64,  # W's strides (turbo_gmm.diag.lift.weights_buffer)
     D_PAD: tl.constexpr, SENTINEL_VALUE: tl.constexpr,
 ):
     k = tl.program_id(0)
@@ -38,10 +31,12 @@ def _lift_kernel(
     tau = 1.0 / var
     tl.store(W + c * stride_wl + k * stride_wk, tl.where(ok, mu * tau, 0.0).to(W.dtype.element_ty))
     tl.store(W + (D_PAD + c) * stride_wl + k * stride_wk, tl.where(ok, -0.5 * tau, 0.0).to(W.dtype.element_ty))
-    log_w = tl.log(tl.load(weights + k, mask=real, other=1.0).to(tl.float64))
+    weight = tl.load(weights + k, mask=real, other=1.0).to(tl.float64)
+    log_w = tl.log(tl.where(weight > 0.0, weight, 1.0))  # finite; a weight of 0 takes the sentinel below
     terms = tl.where(ok, 0.5 * tl.log(var) + 0.5 * mu * mu * tau, 0.0)
     bias = log_w - d.to(tl.float64) * half_log_2pi - tl.sum(terms, 0)  # the interpreter would round d * (a float) to float32
-    tl.store(b + k, tl.where(real, bias, SENTINEL_VALUE).to(b.dtype.element_ty))
+    # padded components and components of weight 0 score the finite sentinel (log 0 = -inf: NaN in -inf - -inf)
+    tl.store(b + k, tl.where(real & (weight > 0.0), bias, SENTINEL_VALUE).to(b.dtype.element_ty))
     tl.store(n + k, 0.0)
     tl.store(su + k * (2 * D_PAD) + c, tl.zeros([D_PAD], tl.float64))
     tl.store(su + k * (2 * D_PAD) + D_PAD + c, tl.zeros([D_PAD], tl.float64))
@@ -50,16 +45,12 @@ def _lift_kernel(
 
 def lift_into(weights: torch.Tensor, means: torch.Tensor, variances: torch.Tensor, center: torch.Tensor,
               W: torch.Tensor, b: torch.Tensor, n: torch.Tensor, su: torch.Tensor, ll: torch.Tensor) -> None:
-    """W, b of (weights, means - center, variances) into the given buffers, and n, su, ll zeroed.
-
-    Shapes as :func:`turbo_gmm.lift.lift` (W (2*d_pad, k_pad), any strides, as :func:`turbo_gmm.lift.weights_buffer`
-    gives it; b (k_pad,)) and
-    :class:`turbo_gmm.em.Workspace` (n (k_pad,), su (k_pad, 2*d_pad), ll (1,)).
-    """
+    """W, b of (weights, means - center, variances) into the given buffers (shapes of :func:`turbo_gmm.diag.lift.lift`),
+    and n, su, ll (:class:`turbo_gmm.diag.em.Workspace`'s) zeroed."""
     K, d = means.shape
     k_pad, d_pad = b.shape[0], W.shape[0] // 2
     _lift_kernel[(k_pad,)](
         weights.contiguous(), means.contiguous(), variances.contiguous(), center.contiguous(), W, b, n, su, ll,
         K, d, *W.stride(), 0.5 * math.log(2.0 * math.pi), D_PAD=d_pad, SENTINEL_VALUE=SENTINEL, num_warps=1,
-        enable_fp_fusion=False,  # no FMA contraction: the roundings of kernels/lift.py
+        enable_fp_fusion=False,  # no FMA contraction: the roundings of kernels/diag/lift.py
     )

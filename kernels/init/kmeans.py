@@ -1,36 +1,17 @@
 """k-means where X lives (GPU or CPU torch tensors): scikit-learn's k-means++ seeding and Lloyd's algorithm.
 
-What the estimator's ``init_params="kmeans"`` and ``"k-means++"`` need, without
-sending X to the host: run on the host, scikit-learn's ``KMeans`` and
-``kmeans_plusplus`` were 96-97% of a fit's wall time at 1M-20M rows on the H200
-(issue 19). The algorithms are scikit-learn's and so are the random draws: they come
-from the caller's NumPy ``RandomState`` in scikit-learn's order (a few numbers on the
-host), while everything that touches X runs on X's device:
+The estimator's ``init_params="kmeans"`` and ``"k-means++"`` without sending X to the host (scikit-learn's
+host k-means was most of a large fit's time). The random draws are scikit-learn's, from the caller's
+``RandomState`` in its order, so on the same points the seeds are scikit-learn's (up to float64 near-ties):
 
-* :func:`kmeans_plusplus`: greedy D^2 seeding as ``sklearn.cluster.kmeans_plusplus``
-  -- the first center from ``random_state.choice(N, p=uniform)`` (one uniform draw),
-  then for each next one ``2 + int(log K)`` candidates ``searchsorted(cumsum(closest),
-  uniform(size=trials) * potential)`` (float64 cumulative sum and search on the device),
-  keeping the candidate that lowers the potential most. Same seeds as scikit-learn's
-  for the same ``random_state`` and the same points, up to float64 near-ties of the
-  cumulative sums. Nothing is read back to the host.
-* :func:`lloyd`: Lloyd iterations as ``sklearn.cluster.KMeans(algorithm="lloyd")``:
-  assign, recompute the centers, relocate empty clusters to the points farthest
-  from their centers, stop on unchanged labels or when the squared center shift
-  is <= tol; a last assignment makes the labels match the returned centers. Per
-  iteration one host read of (labels changed, empty clusters, shift) is the
-  convergence test.
-* :func:`kmeans`: ``KMeans(n_clusters=K, n_init=1)``'s defaults: k-means++ seeds,
-  tol relative to the mean column variance (1e-4 x mean var), at most 300 iterations.
+* :func:`kmeans_plusplus`: greedy D^2 seeding, ``2 + int(log K)`` candidates a step;
+* :func:`lloyd`: Lloyd iterations, empty clusters relocated to the farthest points, one host read an
+  iteration for the convergence test;
+* :func:`kmeans`: ``KMeans(n_clusters=K, n_init=1)``'s defaults.
 
-Two implementations of the passes over X, chosen by ``fused`` (default: the kernels where
-:func:`turbo_gmm.kmeans_assign.supported`, i.e. float32 X on CUDA): the fused Triton kernels
-of :mod:`turbo_gmm.kmeans_assign` (one launch per Lloyd iteration, two per k-means++ step),
-or torch ops in row blocks (any dtype, any device): distances about a center c of the data
-(the column mean, which the caller has from validation), ||x - y||^2 = ||x - c||^2 + ||y'||^2
-- 2 (x.y' - c.y') with y' = y - c, one matrix product per block in X's dtype, so offset data
-keeps the spread's digits without a centered copy of X (scikit-learn centers a copy of X).
-"""
+The passes over X are the fused kernels of :mod:`turbo_gmm.init.kmeans_assign` where they apply (float32 X
+on CUDA), else torch ops in row blocks with distances about the data's mean c,
+||x - y||^2 = ||x - c||^2 + ||y'||^2 - 2 (x.y' - c.y'), so offset data keeps its digits without a copy."""
 from __future__ import annotations
 
 import math
@@ -39,7 +20,7 @@ import numpy as np
 import torch
 
 from . import kmeans_assign
-from .em import Float32RangeError
+from ..diag.em import Float32RangeError
 
 SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment (torch ops)
 NORM_BLOCK_ROWS = 1 << 20  # rows per block of ||x - c||^2 (a (rows, d) temporary)
@@ -73,15 +54,10 @@ def centered_sq_norms(X: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
 
 
 def check_score_range(X: torch.Tensor, center: torch.Tensor) -> None:
-    """Raise :class:`turbo_gmm.em.Float32RangeError` where the distance scores of the passes in X's dtype could
-    overflow (X ~1e20 in float32: its squared spread ~1e40), before any label indexes anything: over inf/NaN
-    scores an argmin is no nearest center (on CUDA the fused assignment's labels even left [0, K) and a
-    gather asserted on the device, 2026-12-01).
-
-    Every center k-means forms is a row of X or a mean of rows, so it lies in X's bounding box [lo, hi]:
-    with R_j = max(hi_j - c_j, c_j - lo_j) and M_j = max(|lo_j|, |hi_j|), the score
-    x.(-2y) + |y|^2 + 2 y.c (+ |x - c|^2 in the torch ops' distances), y = center - c, has every partial
-    sum within 2 sum M_j R_j + 3 sum R_j^2 + 2 sum R_j |c_j| (one pass over X: its column min and max)."""
+    """Raise :class:`Float32RangeError` where the distance scores in X's dtype could overflow, before a label
+    indexes anything (an argmin over inf/NaN is no nearest center). Every center lies in X's bounding box, so
+    each partial sum of the score is within 2 sum M_j R_j + 3 sum R_j^2 + 2 sum R_j |c_j| (R_j, M_j from the
+    column min and max)."""
     lo, hi = torch.aminmax(X, dim=0)
     lo, hi, c = lo.double(), hi.double(), center.double()
     R = torch.maximum(hi - c, c - lo)
@@ -95,8 +71,7 @@ def check_score_range(X: torch.Tensor, center: torch.Tensor) -> None:
 
 
 def sq_distances(X: torch.Tensor, x_sq: torch.Tensor, Y: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
-    """Squared distances (N, T) in X's dtype from every row of X to the rows of Y (T, d),
-    clipped at 0 as scikit-learn's ``euclidean_distances`` clips them."""
+    """Squared distances (N, T) in X's dtype from X's rows to Y's, clipped at 0 as scikit-learn's."""
     y = Y.double() - center
     bias = ((y * y).sum(1) + 2.0 * (y @ center)).to(X.dtype)
     out = torch.addmm(bias, X, y.to(X.dtype).T, alpha=-2.0)
@@ -104,11 +79,8 @@ def sq_distances(X: torch.Tensor, x_sq: torch.Tensor, Y: torch.Tensor, center: t
 
 
 def first_seed(n_samples: int, draw: float, dtype) -> int:
-    """scikit-learn's first k-means++ seed from its one uniform ``draw``:
-    ``RandomState.choice(N, p=w / w.sum())`` with unit weights in X's ``dtype`` is
-    ``searchsorted(cdf, draw, side="right")`` of the normalized sequential cumulative sum,
-    i.e. floor(draw * N) unless draw * N is within that sum's rounding (<= N^2 eps64 in
-    units of 1/N) of an integer, where the host evaluates NumPy's cumulative sum itself."""
+    """scikit-learn's first k-means++ seed from its one uniform ``draw``: floor(draw * N), unless draw * N is
+    within the cumulative sum's rounding of an integer, where NumPy's sum decides on the host."""
     t = draw * n_samples
     j = int(t)
     margin = 4.0 * n_samples * n_samples * FLOAT64_EPS + 1e-12
@@ -122,15 +94,13 @@ def first_seed(n_samples: int, draw: float, dtype) -> int:
 
 def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
                     x_sq: torch.Tensor | None = None, fused: bool | None = None) -> torch.Tensor:
-    """Row indices (n_clusters,) int64 on X's device of the k-means++ seeds (scikit-learn's greedy variant),
-    drawn from ``random_state`` as ``sklearn.cluster.kmeans_plusplus`` draws them.
+    """Row indices (n_clusters,) of the k-means++ seeds, drawn from ``random_state`` as scikit-learn draws them.
 
-    X (N, d) float32/float64 tensor; center (d,) float64 on X's device (the torch ops' expansion
-    point, see the module docstring); x_sq: :func:`centered_sq_norms` if the caller has them (torch
-    ops); ``fused``: the kernels of :mod:`turbo_gmm.kmeans_assign` (None: where they run)."""
+    ``center``: the torch ops' expansion point; ``x_sq``: :func:`centered_sq_norms` if known; ``fused``: the
+    kernels of :mod:`turbo_gmm.init.kmeans_assign` (None: where they run)."""
     N, dev = X.shape[0], X.device
     fused = _fused(X, fused)
-    if not fused:  # the fused kernels' distances are float64 (see turbo_gmm.kmeans_assign)
+    if not fused:  # the fused kernels' distances are float64 (see turbo_gmm.init.kmeans_assign)
         check_score_range(X, center)
     trials = n_local_trials(n_clusters)
     first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
@@ -172,8 +142,7 @@ class _Assignment:
         self.rows = max(1, SCORE_BLOCK_BYTES // (X.element_size() * n_clusters))
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
-        """Labels (in place) for ``centers`` (K, d) float64; returns (sums (K, d) f64 in data
-        coordinates, counts (K,) f64, labels changed () int64) -- sums and counts None without update."""
+        """Labels in place for ``centers``; (sums (K, d), counts (K,), labels changed), sums None without update."""
         X, K = self.X, centers.shape[0]
         y = centers - self.center
         W = (-2.0 * y).to(X.dtype).T.contiguous()
@@ -195,9 +164,7 @@ class _Assignment:
 
 
 def relocate_empty_clusters(X, centers_old, labels, sums, counts) -> None:
-    """scikit-learn's rule, on ``sums``/``counts`` in place: each empty cluster takes the point
-    farthest from its current center (farthest first), which leaves its old cluster.
-    Rare: the host loops over the empty clusters."""
+    """scikit-learn's rule, in place: each empty cluster takes the farthest point (rare: a host loop)."""
     empty = torch.nonzero(counts == 0)[:, 0].tolist()
     far_dist = torch.empty(X.shape[0], dtype=torch.float64, device=X.device)
     for r0 in range(0, X.shape[0], NORM_BLOCK_ROWS):
@@ -214,13 +181,10 @@ def relocate_empty_clusters(X, centers_old, labels, sums, counts) -> None:
 
 def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: float,
           max_iter: int = KMEANS_MAX_ITER, fused: bool | None = None, precision: str = "tf32x3"):
-    """Lloyd's k-means from ``centers`` (K, d): (labels (N,) int64, centers (K, d) float64, iterations).
+    """Lloyd's k-means from ``centers``: (labels (N,), centers (K, d) float64, iterations).
 
-    ``tol`` is absolute (scikit-learn's after scaling: tol x mean column variance); stops when no
-    label changes or when the summed squared center shift is <= tol. ``fused``: one launch of
-    :class:`turbo_gmm.kmeans_assign.Assigner` per iteration (None: where it runs; ``precision``: its
-    score's products, "tf32x3" or "ieee"), else torch ops. Scores that X's dtype cannot hold are a
-    :class:`turbo_gmm.em.Float32RangeError` (:func:`check_score_range`), for centers in X's bounding box."""
+    ``tol`` is absolute; stops when no label changes or the squared center shift is <= tol. ``fused``: the
+    kernels (None: where they run), else torch ops."""
     K = centers.shape[0]
     check_score_range(X, center)
     assign = kmeans_assign.Assigner(X, center, K, precision) if _fused(X, fused) else _Assignment(X, center, K)
@@ -251,9 +215,7 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
 def kmeans(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
            column_variance_mean: float, tol: float = KMEANS_TOL, max_iter: int = KMEANS_MAX_ITER,
            fused: bool | None = None):
-    """``KMeans(n_clusters, n_init=1, random_state=random_state)`` with scikit-learn's defaults:
-    (labels, centers, iterations).
-
-    ``column_variance_mean``: the mean over columns of X's variance (scales tol as scikit-learn does)."""
+    """``KMeans(n_clusters, n_init=1)`` with scikit-learn's defaults: (labels, centers, iterations);
+    ``column_variance_mean`` scales tol."""
     seeds = kmeans_plusplus(X, n_clusters, random_state, center, fused=fused)
     return lloyd(X, X[seeds], center, tol * column_variance_mean, max_iter, fused=fused)

@@ -1,55 +1,12 @@
-"""Algorithm 2, warp-specialized (Gluon, Hopper only, tf32x3; d_pad 32 at K_pad <= 128, 64 at <= 64, 128 at <= 32).
+"""Algorithm 2, warp-specialized (Gluon; Hopper, tf32x3; d_pad 32 at K_pad <= 128, 64 at <= 64, 128 at <= 32).
 
-What bounds the Triton one-pass kernel at d_pad = 32 (kernels/README.md, issue 23): 255 registers, so
-2 programs x 4 warps per SM, and each TF32 product followed by its own wait, so the tensor cores idle
-while the exponentials run. Here one persistent program per SM holds the lifted parameters W (split into
-TF32 halves) in shared memory for the whole sweep and splits its rows over three partitions:
-
-- a one-warp TMA loader streams the program's 64-row tiles of X into a ring in shared memory, each tile
-  twice (the statistics' A operand is the 64-lane lifted tile [x - c | (x - c)^2] transposed: a
-  permuted and reshaped view of the two copies whose lane order keeps its loads free of bank conflicts,
-  turbo_gmm.two_pass_ws.transposed_lift);
-- past d_pad = 32 a stage holds the tile's 32-column blocks once (TMA's box is one 128-byte swizzle
-  wide); the score takes them a block at a time (six products, one wait each) and the statistics in
-  chunks of 64 lifted lanes (x - c of two blocks, or their squares, from one load of the pair), each chunk with
-  its own running sums;
-- two consumer warpgroups take the ring's tiles in turn (a third, at 160 registers each, measured slower on
-  an H100 at every shape timed: results/h100_80gb_hbm3/kernel_measure/NOTES.md). Each loads the score's and
-  the statistics' A operands straight from the ring into wgmma's register layout, issues the score's six TF32
-  products back to back under one wait, forms m, lambda and Gamma = exp(S - m) / lambda, stores Gamma's TF32
-  halves, and issues the statistics' three products (over all 64 rows) into a fresh accumulator under one wait,
-  which it adds into float32 running sums in registers (issue 21: the products never accumulate into a large
-  running value, so each tile costs one float32 rounding); the grid is sized so that no consumer's sums add more
-  than LaunchConfig.sum_tiles tiles (turbo_gmm.launch.sum_bounded).
-- ``PINGPONG`` (the FlashAttention-3 schedule; off by default: on the H200 at 361b4d4 the free-running consumers
-  measured 0-4% faster at every shape, kernel_measure/one_pass_ws_2026-12-01_361b4d4.csv): a token passed
-  between the two consumers through a pair of mbarriers orders their tensor-core phases, score(t), score(t+1),
-  statistics(t), statistics(t+1), ...: a consumer waits for the token, issues its products, passes the token on
-  and only then waits for its products, so one warpgroup's exponentials run while the other's products occupy the
-  tensor cores.
-- ``OVERLAP`` (``LaunchConfig.one_pass_overlap``, launch_config sets it): each consumer issues its next tile's score
-  before this tile's exponentials (:func:`_consume_overlapped`, d_pad 32 at K_pad 16 and 32), since on an H100 the
-  issue slots (~850 cycles a tile) and the tensor pipe (~760) added up to 91% of a tile's 1771 cycles at 20M_32_32
-  (results/h100_80gb_hbm3/kernel_measure/NOTES.md, e467189): the other consumer did not hide them.
-
-Registers by setmaxnreg: 4 + 4 + 4 warps (the loader's warp rounds up to a warpgroup) at 168 per thread fill
-the SM's 65536; the loader gives up all but 24 and each consumer takes 240. One float64 atomic commit
-per consumer. The score's six products are taken in the Triton kernel's order over the 64 lifted lanes
-(every lo.hi, then every hi.lo, then every hi.hi), so S is summed as kernels/one_pass.py sums it.
-
-Shared memory: W^T's halves (512 * K_pad B), Gamma's halves per consumer (512 * K_pad B each) and a ring of
-4 stages (16 KB each); at K_pad = 128 W and two Gamma buffers would leave no ring, so the consumers share one
-Gamma buffer, handed over by a second pair of mbarriers. sm_90 compile (``python -m harness.studies.resources
---algorithm one_pass --d 32 --K ...``): 89 / 113 / 162 / 197 KB at K_pad 16 / 32 / 64 / 128, no stack (W's and
-Gamma's wgmma descriptors are computed in the loop: two_pass_ws.loop_variant_zero; hoisted, they spilled 240 B at
-K_pad 128 and 344 B at (16, 128)). On the H200 (361b4d4, one E-step): 2.86 ms at 20M_32_32 where the
-Triton kernel takes 4.06, 0.64 vs 0.85 at 4M_32_32, 0.21 vs 0.24 at 1M_32_32, 0.52 vs 0.65 at 1M_128_32, but
-0.069 vs 0.043 at 20K_32_32 (2.4 tiles per program): turbo_gmm.dispatch routes it by N. With n summed as whole
-Gamma tiles, Gamma's halves apart and ex2.approx.ftz (e70eb0f, kernel_measure/ws_one_pass_steps_2026-12-02_e70eb0f.csv):
-2.41 ms/iter at 20M_32_32 against 2.92 before, 0.52-0.57 against 0.65-0.68 at 4M_32_32. Past d_pad 32, on an
-H100 (results/h100_80gb_hbm3/kernel_measure/NOTES.md, 2026-12-05): 4M_16_128 1.55-1.64 ms/iter against the
-Triton kernel's 3.39, 4M_32_128 1.68 against 7.39.
-"""
+The Triton one pass is register bound and waits on each TF32 product, so the tensor cores idle through the
+exponentials. Here one persistent program an SM keeps W's TF32 halves in shared memory and splits the work:
+a one-warp TMA loader streams 64-row tiles into a ring; two consumer warpgroups (setmaxnreg 240) take tiles
+in turn, each issuing the score's six products under one wait, then Gamma, then the statistics' products
+into a fresh accumulator added into float32 running sums. ``OVERLAP`` issues a consumer's next score before
+this tile's exponentials; ``PINGPONG`` (FlashAttention-3's schedule) is off, measured no faster. The score is
+summed in the Triton kernel's order, so S matches diag/one_pass.py; ``dispatch`` routes it by N."""
 from __future__ import annotations
 
 import torch
@@ -60,9 +17,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
+from ..launch import SUM_TILES, hopper_kernels_switched_off, sm_count, sum_bounded, weight_arguments
 from .two_pass_ws import (centers, exp_ftz, lane_columns, loop_variant_zero, row_tile_loader, score_of_stage,
-                                 score_products, tf32_high, transposed_lift)
+    score_products, tf32_high, transposed_lift)
 
 BLOCK_N = 64  # rows per tile: wgmma's M for the score, and the 64 lifted lanes of a statistics chunk
 K_PADS = {32: (16, 32, 64, 128), 64: (16, 32, 64), 128: (16, 32)}  # the component widths it takes per d_pad (W,
@@ -101,10 +58,9 @@ def _pass_turn(turn, CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):
 
 @gluon.jit
 def _chunk_lanes(lanes, CHUNK: gl.constexpr, D_PAD: gl.constexpr):
-    """The lifted lane (h * D_PAD + column of X, h = 1 for (x - c)^2) that lane ``lanes`` of the statistics' A
-    operand chunk CHUNK holds (:func:`_chunk_view`). At D_PAD = 32 the one chunk is the two copies of the tile:
-    two_pass_ws.lane_columns. Wider, chunk q < PAIRS holds x - c of column blocks 2p and 2p + 1 (p = q), chunk
-    q >= PAIRS their squares (p = q - PAIRS), each block's 32 lanes in lane_columns' order."""
+    """The lifted lane (h * D_PAD + column, h = 1 for (x - c)^2) that lane ``lanes`` of statistics chunk CHUNK
+    holds: at D_PAD = 32 two_pass_ws.lane_columns; wider, chunks < PAIRS hold x - c of blocks 2p, 2p + 1 and the
+    rest their squares."""
     BLOCKS: gl.constexpr = D_PAD // 32
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2
     if BLOCKS == 1:
@@ -125,10 +81,8 @@ def _chunk_view(ring, stage, CHUNK: gl.constexpr, BLOCK_N: gl.constexpr, D_PAD: 
 @gluon.jit
 def _centered_pair(ring, stage, center, PAIR: gl.constexpr, a_op: gl.constexpr, BLOCK_N: gl.constexpr,
                    D_PAD: gl.constexpr):
-    """x - c of the tile's column blocks 2 PAIR and 2 PAIR + 1 as the statistics' A operand (64 lifted lanes x
-    BLOCK_N rows) past D_PAD = 32, from the ring into registers: chunk PAIR's operand, and squared chunk
-    PAIR + PAIRS's (:func:`_chunk_lanes`), so each pair is loaded and centered once. (At D_PAD = 32
-    :func:`_consume` takes its one chunk itself, with its centers held across tiles.)"""
+    """x - c of column blocks 2 PAIR, 2 PAIR + 1 (64 lifted lanes x BLOCK_N) from the ring, past D_PAD = 32:
+    loaded and centered once for chunk PAIR and its squared chunk."""
     BLOCKS: gl.constexpr = D_PAD // 32
     gl.static_assert(BLOCKS >= 2, "at D_PAD = 32 the chunk's lanes are half squared: _consume takes it")
     lanes = gl.arange(0, 64, layout=gl.SliceLayout(1, a_op))
@@ -161,11 +115,9 @@ def _commit_chunk(su_out, su_run, CHUNK: gl.constexpr, K_PAD: gl.constexpr, D_PA
 def _consume(ring, ready, empty, turn, gamma_free, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
              n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, D_PAD: gl.constexpr,
              BLOCK_N: gl.constexpr, PINGPONG: gl.constexpr, WEIGHTED: gl.constexpr):
-    """Consumer partition (one warpgroup): the program's tiles CONSUMER, CONSUMER + 2, ...; commits its own
-    n, [s | u] and ell. WEIGHTED: a row's sample weight (``sw``, read beside its tile) scales its
-    responsibilities and its ell, as in the Triton kernel. Past D_PAD = 32 the score is taken 32 columns at a
-    time (six products each, one wait each: all four blocks' TF32 operands would take 256 registers) and the
-    statistics in D_PAD / 32 chunks of 64 lifted lanes (:func:`_chunk_lanes`), each with its own running sums."""
+    """Consumer warpgroup: tiles CONSUMER, CONSUMER + 2, ...; commits its own n, [s | u] and ell (weighted by
+    ``sw`` when WEIGHTED). Past D_PAD = 32 the score is taken a 32-column block at a time and the statistics in
+    chunks of 64 lifted lanes (:func:`_chunk_lanes`), each with its own running sums."""
     gl.static_assert(BLOCK_N == 64, "the score's and the statistics' accumulators share one shape")
     BLOCKS: gl.constexpr = D_PAD // 32
     PAIRS: gl.constexpr = (BLOCKS + 1) // 2
@@ -333,10 +285,8 @@ def _lifted_transpose(ring, stage, c_t, squared, a_op: gl.constexpr, BLOCK_N: gl
 def _consume_overlapped(ring, ready, empty, w_smem, gh_all, gl_all, b_smem, center, sw, n_out, su_out, ll_out, N,
                         n_tiles, first, stride, CONSUMER: gl.constexpr, K_PAD: gl.constexpr, BLOCK_N: gl.constexpr,
                         WEIGHTED: gl.constexpr):
-    """Consumer partition at D_PAD = 32 with its own products overlapped: the score of its next tile is issued
-    before the exponentials of this one, so the tensor cores work while this warpgroup's own m, lambda and Gamma
-    run (the FlashAttention-3 intra-warpgroup overlap), where :func:`_consume` leaves that to the other consumer.
-    The last tile's look-ahead reads a ring stage without waiting for it and its score is discarded."""
+    """:func:`_consume` at D_PAD = 32 with the next tile's score issued before this tile's exponentials (the
+    FlashAttention-3 intra-warpgroup overlap); the last look-ahead's score is discarded."""
     gl.static_assert(BLOCK_N == 64, "the score's and the statistics' accumulators share one shape")
     stages: gl.constexpr = ring.type.shape[0]
     gl.static_assert(stages >= 3, "a consumer holds its tile's stage while it reads its next tile's")
@@ -460,9 +410,8 @@ def _one_pass_kernel_ws(
 
 
 def shared_bytes(k_pad: int, d_pad: int, gamma_buffers: int, stages: int) -> int:
-    """Shared memory the kernel allocates: W^T's four TF32 halves, Gamma's TF32 halves (one buffer per
-    consumer, or one they share), the ring (each tile's 32-column blocks, at d_pad = 32 its one block twice), b
-    and the barriers; the compiler adds a few KB of scratch for the reductions (SCRATCH_MARGIN)."""
+    """Shared memory: W's halves, Gamma's halves (a buffer per consumer, or one shared), the ring and b; the
+    compiler's scratch is SCRATCH_MARGIN."""
     f32 = 4
     ring_words = 2 * BLOCK_N * BOX_COLUMNS * max(1, d_pad // (2 * BOX_COLUMNS))
     words = 4 * k_pad * d_pad + gamma_buffers * 2 * BLOCK_N * k_pad + stages * ring_words + k_pad
@@ -526,10 +475,8 @@ def program_count(n_tiles: int, device: torch.device, sum_tiles: int = SUM_TILES
 
 def one_pass_statistics_ws(X, center, W, b, out, pingpong: bool = False, sum_tiles: int = SUM_TILES,
                            sample_weight=None, overlap: bool = False):
-    """Drop-in for :func:`turbo_gmm.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None:
-    n, [s | u], ell += the statistics of one E-step into ``out`` = (n, su, ll), float64, which it returns;
-    ``sample_weight`` (N,) float32 or None: every statistic and ell weighted; ``overlap``: each consumer's next
-    score issued before this tile's exponentials where :func:`overlaps` allows (:func:`_consume_overlapped`)."""
+    """:func:`turbo_gmm.diag.one_pass.one_pass_statistics` under tf32x3 where :func:`refusal` is None: adds one
+    E-step's n, [s | u], ell (float64) into ``out`` and returns it; ``sample_weight`` weights every statistic."""
     why = refusal(X, W)
     if why:
         raise ValueError(why)

@@ -1,22 +1,8 @@
-"""E-step statistics of a block of rows, and the M-steps that consume them.
+"""E-step statistics of a diagonal block of rows, and the M-steps that consume them.
 
-Streaming, multi-GPU and the estimator all need the same thing the fused kernels
-compute inside :func:`turbo_gmm.fit`, but *without* the M-step: the float64
-statistics n_k, s_k = sum_i g_ik (x_i - c), u_k = sum_i g_ik (x_i - c)^2 and
-ell = sum_i log p(x_i) of one block of rows, about a center c shared by every
-block. Sums of such blocks (chunks of a host array, shards on other ranks) are
-the statistics of the whole data, so one M-step after the sum is the same EM
-iteration as in memory.
-
-Two ways to compute them, named by ``backend``:
-
-* ``"triton"``: the fused kernels (Algorithm 2 or 3, :mod:`turbo_gmm.one_pass`,
-  :mod:`turbo_gmm.two_pass`) on a float32 CUDA tensor -- or on a CPU tensor when
-  Triton runs in interpreter mode (``TRITON_INTERPRET=1``).
-* ``"torch"``: plain torch ops in float64 on any device, materializing the
-  (rows, K) score block -- the CPU fallback when there is neither a GPU nor the
-  interpreter. Callers bound the block's rows.
-"""
+Float64 n_k, s_k, u_k and ell of one block about a center shared by every block: sums over blocks (chunks,
+ranks) are the statistics of the whole data, so one M-step after the sum is the in-memory iteration.
+``backend`` "triton": the fused kernels; "torch": float64 torch ops materializing the (rows, K) block."""
 from __future__ import annotations
 
 import math
@@ -24,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .dispatch import launch_config
-from .em import Workspace, estep_statistics, resolve_algorithm
-from .launch import LaunchConfig
-from .mstep import mstep
+from ..dispatch import launch_config, resolve_algorithm
+from .em import Workspace, estep_statistics
+from ..launch import LaunchConfig
+from .mstep import mstep, mstep_guard
 
 LOG_2PI = math.log(2.0 * math.pi)
 BACKENDS = ("triton", "torch")
@@ -64,12 +50,8 @@ class Statistics:
 
 
 class BlockStatistics:
-    """Computes :class:`Statistics` of row blocks for fixed (K, d, center, backend); ``config``: the
-    kernels' launch config (default: :func:`turbo_gmm.dispatch.launch_config`'s).
-
-    The Triton path keeps its float64 accumulators between calls (one allocation
-    per fit, as :func:`turbo_gmm.fit` does); every call returns fresh tensors.
-    """
+    """:class:`Statistics` of row blocks for a fixed (K, d, center, backend); the Triton path keeps its float64
+    accumulators between calls and returns fresh tensors."""
 
     def __init__(self, K: int, d: int, center: torch.Tensor, backend: str, algorithm: str = "auto",
                  precision: str = "tf32x3", config: LaunchConfig | None = None):
@@ -127,32 +109,23 @@ def log_responsibilities(x: torch.Tensor, weights, means, variances):
 
 
 def mstep_diag(st: Statistics, N: int, center: torch.Tensor, reg_covar: float):
-    """(weights, means, variances (K, d), n_floored): the kernels' own M-step
-    (:func:`turbo_gmm.mstep.mstep`) on unpadded statistics."""
+    """(weights, means, variances (K, d), n_floored) from unpadded statistics; N: rows or total weight."""
     K, d = st.s.shape
-    return mstep(st.n, torch.cat([st.s, st.u], 1), N, K, d, center.double(), reg_covar)
+    return mstep(st.n, torch.cat([st.s, st.u], 1), N, K, d, center.double(), reg_covar, mstep_guard(N, st.rows))
 
 
 def mstep_spherical(st: Statistics, N: int, center: torch.Tensor, reg_covar: float):
-    """(weights, means, variances (K,), n_floored).
-
-    scikit-learn's spherical variance is the feature-average of the diagonal one:
-    sigma_k^2 = (1/d) sum_c (u_kc / n_k - mu_kc^2) + reg_covar, i.e. the mean squared
-    deviation of component k's points over all d features -- the diagonal M-step
-    (floor included) averaged over c, so no extra statistics are needed."""
+    """(weights, means, variances (K,), n_floored): scikit-learn's spherical variance, the diagonal M-step
+    (floor included) averaged over features."""
     w, mu, var, floored = mstep_diag(st, N, center, reg_covar)
     return w, mu, var.mean(1), floored
 
 
 def float64_statistics(X: torch.Tensor, center: torch.Tensor, W: torch.Tensor, b: torch.Tensor, K: int, L=None,
                        comps=None, max_elements: int = 1 << 26) -> dict:
-    """Float64 statistics of the responsibilities the kernels form, from their own lift (W, b) about
-    ``center``: Gamma = exp(S - L) with S = [x - c | (x - c)^2] W + b in float64. L: Algorithm 3's float32
-    row normalizer from pass 1 (the one its pass 2 uses), or None for Algorithm 2, which forms its own:
-    then L is the float64 log-sum-exp of the same S over the K components. The reference of
-    :func:`per_component_errors`; returns float64 n (k,), s, u (k, d) and the scales :data:`SCALES` names,
-    for the components ``comps`` (default all K), in row chunks of at most ``max_elements`` scores, and (L
-    None) ``ll`` = sum_i L_i in float64."""
+    """Float64 statistics of the responsibilities the kernels form from their own lift (W, b): the reference of
+    :func:`per_component_errors`. L: Algorithm 3's pass-1 normalizer, or None for a float64 log-sum-exp (then
+    ``ll`` too). Returns n, s, u and the :data:`SCALES` for components ``comps``, in row chunks."""
     N, d = X.shape
     d_pad = W.shape[0] // 2
     comps = torch.arange(K, device=X.device) if comps is None else comps
@@ -201,9 +174,8 @@ def statistic_scales(n, s_abs, u, N: int, xmax: float) -> dict:
 
 
 def per_component_errors(n, s, u, reference: dict) -> dict:
-    """max over components (and features) of |n - n64| / n64, |s - s64| / s_scale, |u - u64| / u64 against
-    a :func:`float64_statistics` reference (scales: :data:`SCALES`); inf where a statistic is not finite.
-    Components whose scale is 0 (no mass) count only if the statistic is not 0 too."""
+    """max over components of |n - n64| / n64, |s - s64| / s_scale, |u - u64| / u64 (inf where not finite;
+    massless components count only if the statistic is not 0)."""
     out = {}
     for name, got in zip("nsu", (n, s, u)):
         got = torch.as_tensor(got, dtype=torch.float64, device=reference[name].device)
