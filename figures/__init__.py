@@ -19,10 +19,10 @@ def save(fig, csv_path, out_dir, stem: str) -> list[Path]:
     return paths
 
 
-def arm_bar_slots(rows: list[dict], shapes: list[str], arms: list[str], cell: dict):
+def arm_bar_slots(rows: list[dict], shapes: list[tuple], arms: list[str], cell: dict):
     """A grouped bar chart's layout (shapes along x, each shape's arms side by side, from
     :func:`figures.table1.shape_arm_grid`): a legend patch per arm in tab10's colours, and (arm, x, width, colour,
-    row) for every (shape, arm) cell that has a row, arm by arm."""
+    row) for every (shape key, arm) cell that has a row, arm by arm."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -35,14 +35,16 @@ def arm_bar_slots(rows: list[dict], shapes: list[str], arms: list[str], cell: di
     return handles, slots
 
 
-def finish_log_axes(ax, shapes: list[str], floor: float, ylabel: str, title: str) -> None:
-    """The shape axis and the log time axis from ``floor`` of a grouped bar chart."""
-    from figures.table1 import shape_label
+def finish_log_axes(ax, shapes: list[tuple], floor: float, ylabel: str, title: str, rows: list[dict]) -> None:
+    """The shape axis (shape keys of :func:`figures.table1.shape_arm_grid`, labelled as among ``rows``) and
+    the log time axis from ``floor`` of a grouped bar chart."""
+    from figures.table1 import shape_labels
 
+    labels = shape_labels(rows)
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor)
     ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels([shape_label({"shape": s}) for s in shapes], fontsize=8)
+    ax.set_xticklabels([labels[s] for s in shapes], fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.grid(True, axis="y", which="major", lw=0.3)

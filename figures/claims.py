@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from figures.table1 import ms_per_iter
+from figures.table1 import distinct_shapes, ms_per_iter
 from harness.results import read_csv
 
 FACTOR_TOL = 1.5  # a measured figure within x1.5 of the paper's "holds" (different GPU, same class of claim)
@@ -54,7 +54,7 @@ class Results:
     def rows(self, name: str):
         if name not in self._cache:
             p = self.folder / f"{name}.csv"
-            self._cache[name] = read_csv(p) if p.exists() else None
+            self._cache[name] = distinct_shapes(read_csv(p)) if p.exists() else None  # a shape override: its own
         return self._cache[name]
 
     def ms_per_cell(self, name: str, valid_only: bool = True) -> dict:

@@ -22,16 +22,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from figures import save  # noqa: E402
-from figures.table1 import ms_per_iter, sorted_rows  # noqa: E402
+from figures.table1 import ms_per_iter, shape_key, shape_labels, sorted_rows  # noqa: E402
 from harness.results import arm_order, read_csv  # noqa: E402
 
 REGIMES = ["large_N", "large_K", "K_d", "small_N"]
 
 
-def groups(rows: list[dict]) -> list[tuple[str, str]]:
-    """(regime, shape) bar groups in regime order, shapes by (N, K, d) within a regime."""
-    shapes = list(dict.fromkeys(r["shape"] for r in sorted_rows(rows)))
-    tags = {r["shape"]: [t for t in r["regimes"].split(";") if t] for r in rows}
+def groups(rows: list[dict]) -> list[tuple[str, tuple]]:
+    """(regime, shape key) bar groups in regime order, shapes by (N, K, d) within a regime; a shape key is
+    (name, N, K, d) (:func:`figures.table1.shape_key`), so an overridden shape is a group of its own."""
+    shapes = list(dict.fromkeys(shape_key(r) for r in sorted_rows(rows)))
+    tags = {shape_key(r): [t for t in r["regimes"].split(";") if t] for r in rows}
     known = [(g, s) for g in REGIMES for s in shapes if g in tags[s]]
     other = [(t or "other", s) for s in shapes for t in (tags[s] or [""]) if t not in REGIMES]
     return known + other
@@ -41,11 +42,12 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
     rows = read_csv(csv_path)
     for a, s in sorted(keep_rejected):
         print(f"† kept although the gate rejected it (disclosed exception): {a} at {s}")
-    cells = {(r["shape"], r["arm"]): r for r in rows}
+    cells = {(shape_key(r), r["arm"]): r for r in rows}
+    names = shape_labels(rows)
     rank = {a: i for i, a in enumerate(arm_order())}
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (rank.get(a, len(rank)), a))
     labels = {r["arm"]: r["label"] for r in rows}
-    alg3 = {r["shape"] for r in rows if r["arm"] == "turbo_gmm" and r["algorithm"] == "two_pass"}
+    alg3 = {shape_key(r) for r in rows if r["arm"] == "turbo_gmm" and r["algorithm"] == "two_pass"}
     bars = groups(rows)
     valid = [ms_per_iter(r) for r in rows if r["gate"] == "valid" and ms_per_iter(r)]
     floor = 10 ** math.floor(math.log10(min(valid)) - 0.5) if valid else 1e-2
@@ -65,7 +67,7 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
             if r["gate"] == "valid" and ms:
                 xs.append(x)
                 hs.append(ms)
-            elif ms and (arm, shape) in keep_rejected:
+            elif ms and (arm, shape[0]) in keep_rejected:
                 kept.append((x, ms))
             elif not r["status"].startswith("unavailable"):
                 fx.append(x)
@@ -80,7 +82,7 @@ def render(csv_path: Path, out_dir: Path | None = None, keep_rejected=frozenset(
     ax.set_ylim(floor, top)
     ax.set_ylabel("ms / EM iteration (min over reps)")
     ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels([s.replace("_", "/") + ("*" if s in alg3 else "") for _, s in bars], rotation=60, ha="right", fontsize=8)
+    ax.set_xticklabels([names[s] + ("*" if s in alg3 else "") for _, s in bars], rotation=60, ha="right", fontsize=8)
     prev = None
     for i, (g, _) in enumerate(bars):
         if g != prev:

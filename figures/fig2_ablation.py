@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from figures import csv_to_figure_cli, save  # noqa: E402
-from figures.table1 import ms_per_iter  # noqa: E402
+from figures.table1 import distinct_shapes, ms_per_iter  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 
 RUNGS = ["ablation_a1", "ablation_a2", "ablation_a3", "ablation_a4"]
@@ -30,7 +30,7 @@ STEPS = [("fused score (A1/A2)", 0, 1), ("E/M fusion (A2/A3)", 1, 2), ("single s
 def rung_table(rows: list[dict]) -> dict:
     """{shape: {rung: (ms/iter or None, peak MB or None, status)}} over valid fits, shapes by (N, K, d)."""
     out: dict = {}
-    for r in sorted(rows, key=lambda r: (int(r["N"]), int(r["K"]), int(r["d"]))):
+    for r in sorted(distinct_shapes(rows), key=lambda r: (int(r["N"]), int(r["K"]), int(r["d"]))):
         if r["arm"] not in RUNGS:
             continue
         ok = r["gate"] == "valid"

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from figures import arm_bar_slots, csv_to_figure_cli, finish_log_axes, save  # noqa: E402
-from figures.table1 import shape_arm_grid, shape_label  # noqa: E402
+from figures.table1 import shape_arm_grid, shape_labels  # noqa: E402
 from figures.table_e2e import PHASES, newest_first, number  # noqa: E402
 from harness.results import read_csv  # noqa: E402
 
@@ -51,7 +51,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
                 Patch(facecolor="none", edgecolor="gray", hatch="//", label="ran past its limit (lower bound)")]
     ax.legend(handles=handles, fontsize=7, loc="upper left")
     finish_log_axes(ax, shapes, floor, "wall time of one fit from a host array (s)",
-                    "End to end: own initialization, fit to convergence; faded: rejected by the gate")
+                    "End to end: own initialization, fit to convergence; faded: rejected by the gate", rows)
 
     ours = [(s, cell[(s, "turbo_gmm")]) for s in shapes
             if (s, "turbo_gmm") in cell and cell[(s, "turbo_gmm")]["status"] == "ok"]
@@ -65,7 +65,8 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
             ax_split.bar(i, seconds, 0.6, bottom=bottom, color=phase_colors(k), label=name if i == 0 else None)
             bottom += seconds
     ax_split.set_xticks(range(len(ours)))
-    ax_split.set_xticklabels([shape_label({"shape": s}) for s, _ in ours], fontsize=8, rotation=30)
+    names = shape_labels(rows)
+    ax_split.set_xticklabels([names[s] for s, _ in ours], fontsize=8, rotation=30)
     ax_split.set_ylabel("seconds (host-array fit)")
     ax_split.set_title("Turbo-GMM's fit by phase (fit_profile_)", fontsize=9)
     ax_split.legend(fontsize=7, loc="upper left")

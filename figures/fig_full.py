@@ -48,7 +48,7 @@ def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:
                 Line2D([], [], marker="x", ls="", color="gray", label="failed (see the table)")]
     ax.legend(handles=handles, fontsize=7, loc="upper left")
     finish_log_axes(ax, shapes, floor, "ms per EM iteration (min over repetitions)",
-                    "Full covariances, 10 iterations from the shared init; faded: rejected by the gate")
+                    "Full covariances, 10 iterations from the shared init; faded: rejected by the gate", rows)
     fig.tight_layout()
     stem = "fig_full" if Path(csv_path).stem == "full" else f"{Path(csv_path).stem}_fig"
     return save(fig, csv_path, out_dir, stem)

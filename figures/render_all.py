@@ -7,7 +7,9 @@ smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispa
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; e2e.csv -> e2e.md, fig_e2e
 (e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); full.csv -> full.md, fig_full (full_smoke.csv ->
 full_smoke.md, full_smoke_fig); ncu/*.raw.csv -> counters.md (what bounds each profiled kernel); and
-claims.md wherever one of the paper's CSVs exists. A missing CSV is reported and skipped.
+claims.md wherever one of the paper's CSVs exists. A missing CSV is reported and skipped; so is an empty or
+unreadable one (a header only, bytes that are not UTF-8 text), and a renderer that fails on its CSV: the
+line names it, and the other tables, figures and device folders are rendered.
 """
 from __future__ import annotations
 
@@ -44,18 +46,51 @@ RENDERERS = {
 CLAIM_SOURCES = ("table1", "dispatch", "ablation", "d128_control", "d128_published", "exactness", "conditioning")
 
 
+def unusable(csv: Path) -> str | None:
+    """None where ``csv`` can be read and holds rows, else why it is skipped: it cannot be read (not UTF-8 text,
+    not CSV, a JSON column garbled) or it holds no row (a header at most). A CSV that reads but lacks what a
+    renderer needs is that renderer's failure (:func:`_attempt`)."""
+    try:
+        rows = read_csv(csv)
+    except Exception as e:  # UnicodeDecodeError, csv.Error, json.JSONDecodeError, OSError, ...
+        return f"unreadable ({type(e).__name__}: {str(e)[:200]})"
+    return None if rows else "no rows (a header at most)"
+
+
+def _attempt(what: str, render, say) -> list[Path]:
+    """``render()``'s paths, or none and a line saying what could not be rendered and why: one bad input never
+    stops the other tables, figures and device folders."""
+    try:
+        out = render()
+    except Exception as e:
+        say(f"{what}: not rendered ({type(e).__name__}: {str(e)[:300]})")
+        return []
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
 def render_folder(folder: Path, say=print) -> list[Path]:
-    out = []
+    """Every table and figure of one device folder; a CSV that is empty or unreadable (:func:`unusable`) is
+    skipped with a line, and so is a renderer that fails on its CSV, the rest rendered."""
+    out, bad = [], set()
     for name, renderers in RENDERERS.items():
         csv = folder / f"{name}.csv"
         if not csv.exists():
             continue
+        why = unusable(csv)
+        if why is not None:
+            say(f"{csv}: skipped: {why}")
+            bad.add(name)
+            continue
         for render in renderers:
-            out += render(csv)
+            out += _attempt(f"{csv} ({getattr(render, '__module__', '?')})", lambda: render(csv), say)
     if (folder / "ncu").is_dir():
-        out += table_counters.render(folder / "ncu")
-    if any((folder / f"{n}.csv").exists() for n in CLAIM_SOURCES):
-        out.append(claims.render(folder))
+        out += _attempt(f"{folder / 'ncu'}", lambda: table_counters.render(folder / "ncu"), say)
+    sources = [n for n in CLAIM_SOURCES if (folder / f"{n}.csv").exists()]
+    unread = [n for n in sources if n in bad or unusable(folder / f"{n}.csv") is not None]
+    if unread:
+        say(f"{folder}: claims skipped: unusable {', '.join(f'{n}.csv' for n in unread)}")
+    elif sources:
+        out += _attempt(f"{folder} (claims)", lambda: claims.render(folder), say)
     missing = [n for n in CLAIM_SOURCES if not (folder / f"{n}.csv").exists()]
     if missing and any((folder / f"{n}.csv").exists() for n in CLAIM_SOURCES):
         say(f"{folder}: not measured yet: {', '.join(f'{n}.csv' for n in missing)}")
@@ -67,7 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("results", type=Path, nargs="?", default=Path("results"))
     a = ap.parse_args(argv)
     folders = sorted(p for p in a.results.iterdir() if p.is_dir()) if a.results.exists() else []
-    paths = [p for f in folders for p in render_folder(f)]
+    paths = [p for f in folders for p in render_folder(f, say=lambda m: print(m, file=sys.stderr))]
     for p in paths:
         print(p)
     if not paths:

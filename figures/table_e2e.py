@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from figures import csv_to_figure_cli
-from figures.table1 import run_text, shape_label, sorted_rows, speedup_text
+from figures.table1 import run_text, shape_key, shape_labels, sorted_rows, speedup_text
 from harness.results import read_csv
 
 PHASES = [("transfer_s", "transfer"), ("validation_s", "validation"), ("init_s", "init"), ("em_s", "EM"),
@@ -62,17 +62,17 @@ def newest_first(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: r.get("timestamp") or "", reverse=True)
 
 
-def turbo_reference(rows: list[dict], shape: str, commit: str) -> dict | None:
-    """The valid Turbo-GMM row an arm's row at ``shape`` is divided by: the one of the same commit (one run),
-    else the newest."""
-    ours = [r for r in newest_first(rows) if r["arm"] == "turbo_gmm" and r["shape"] == shape
+def turbo_reference(rows: list[dict], shape: tuple, commit: str) -> dict | None:
+    """The valid Turbo-GMM row an arm's row at ``shape`` (its :func:`figures.table1.shape_key`: name, N, K, d)
+    is divided by: the one of the same commit (one run), else the newest."""
+    ours = [r for r in newest_first(rows) if r["arm"] == "turbo_gmm" and shape_key(r) == shape
             and r["status"] == "ok" and r["gate"] == "valid"]
     return next((r for r in ours if r.get("git_commit") == commit), ours[0] if ours else None)
 
 
 def versus_text(r: dict, rows: list[dict]) -> str:
     """The host wall time over Turbo-GMM's, naming the Turbo-GMM run where it is another run's."""
-    ref = turbo_reference(rows, r["shape"], r.get("git_commit", ""))
+    ref = turbo_reference(rows, shape_key(r), r.get("git_commit", ""))
     if r["arm"] == "turbo_gmm" or ref is None:
         return "—"
     base = number(ref, "e2e_wall_s_host")
@@ -85,18 +85,18 @@ def versus_text(r: dict, rows: list[dict]) -> str:
 
 
 def table_rows(rows: list[dict]) -> list[list[str]]:
-    out, last = [], None
+    out, last, labels = [], None, shape_labels(rows)
     for r in sorted_rows(newest_first(rows)):  # an arm's runs at a shape, newest first
         ok = r["status"] == "ok"
         versus = versus_text(r, rows)
         ll, ari, rel = number(r, "ll_per_point"), number(r, "ari"), number(r, "rel_ll_diff")
         ref = f" ({r['reference_arm']})" if r.get("reference_arm") and r["reference_arm"] != "sklearn" else ""
-        out.append([shape_label(r) if r["shape"] != last else "", r["label"], run_text(r),
+        out.append([labels[shape_key(r)] if shape_key(r) != last else "", r["label"], run_text(r),
                     wall_text(r, "e2e_wall_s_host"),
                     wall_text(r, "e2e_wall_s_device") if ok else "—", split_text(r),
                     r["iterations"] or "—", ll_text(ll, rel, r.get("reference_arm") == r["arm"]),
                     f"{ari:.4f}{ref}" if ari is not None else "—", versus, r["gate"] or r["status"]])
-        last = r["shape"]
+        last = shape_key(r)
     return out
 
 

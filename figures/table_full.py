@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 
 from figures import csv_to_figure_cli
-from figures.table1 import arm_label, ms_per_iter, run_text, shape_label, sorted_rows
+from figures.table1 import arm_label, ms_per_iter, run_text, shape_key, shape_labels, sorted_rows
 from figures.table_e2e import number
 from harness.roofline import bound_ms
 
@@ -51,12 +51,12 @@ def roofline_ms(row: dict, rates: dict) -> tuple[float, str] | None:
 
 
 def ranked(rows: list[dict]) -> dict:
-    """shape -> its valid fits as [(ms/iter, row)], fastest first."""
+    """shape key (name, N, K, d) -> its valid fits as [(ms/iter, row)], fastest first."""
     out: dict = {}
     for r in rows:
         ms = ms_per_iter(r)
         if ms is not None and r["gate"] == "valid":
-            out.setdefault(r["shape"], []).append((ms, r))
+            out.setdefault(shape_key(r), []).append((ms, r))
     return {s: sorted(v, key=lambda t: t[0]) for s, v in out.items()}
 
 
@@ -81,16 +81,16 @@ def roofline_text(row: dict, rates: dict) -> str:
 
 
 def table_rows(rows: list[dict], rates: dict) -> list[list[str]]:
-    ranks = ranked(rows)
+    ranks, labels = ranked(rows), shape_labels(rows)
     out, last = [], None
     for r in sorted_rows(rows):
         ms = ms_per_iter(r)
         mem = number(r, "peak_mb")
-        out.append([shape_label(r) if r["shape"] != last else "", arm_label(r),
-                    f"{ms:.2f}" if ms is not None else r["status"], speed_text(r, ranks.get(r["shape"], [])),
+        out.append([labels[shape_key(r)] if shape_key(r) != last else "", arm_label(r),
+                    f"{ms:.2f}" if ms is not None else r["status"], speed_text(r, ranks.get(shape_key(r), [])),
                     roofline_text(r, rates), f"{mem:.0f}" if mem is not None else "—", r["gate"] or r["status"],
                     run_text(r)])
-        last = r["shape"]
+        last = shape_key(r)
     return out
 
 

@@ -1,7 +1,7 @@
 """Re-score a returned fit in float64 on the same X and decide whether it is valid.
 
 A fit is valid iff its per-point log-likelihood and all its parameters are finite,
-every variance is positive and, for arms that return weights, |sum(pi) - 1| <= 1e-4
+every variance is positive and, for arms that return weights, no weight is negative and |sum(pi) - 1| <= 1e-4
 (the paper's validity rule, §5.1, with the float32 tolerance of this artifact). The score
 uses the centered form (x - mu)^2 / v, not the lift, so the gate does not share the
 kernels' conditioning. It runs where X lives (float64 on the GPU when X is on cuda),
@@ -59,13 +59,26 @@ def _host64(a) -> np.ndarray | None:
     return None if a is None else torch.as_tensor(a).detach().to("cpu", torch.float64).numpy()
 
 
+def _sizes(X: torch.Tensor, means: np.ndarray) -> tuple[int, int]:
+    """(K, d) of ``means``; ValueError with the shape problem where no fit can be scored: X not a (N, d) array
+    with rows, means not one (K, d) array (1-D, 3-D), or no component (K = 0)."""
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError(f"X of shape {tuple(X.shape)}: the gate scores an (N, d) array with N >= 1 rows")
+    if means.ndim != 2:
+        raise ValueError(f"means of shape {means.shape}: must be one (K, d) array, {means.ndim}-D given")
+    K, d = means.shape
+    if K == 0:
+        raise ValueError(f"means of shape {means.shape}: K = 0 components, a fit has at least one")
+    return K, d
+
+
 def rescore(X: torch.Tensor, weights, means, variances, rows: np.ndarray | None = None,
             chunk_elems: int | None = None) -> Rescore:
     """Per-point float64 log-likelihood of (weights, means, variances) on X, and the gate's reasons.
 
     weights (K,) or None (an arm that returns none), means and variances (K, d): NumPy or torch arrays."""
     w, m, v = (_host64(a) for a in (weights, means, variances))
-    K, d = m.shape
+    K, d = _sizes(X, m)
     reasons = []
     if X.shape[1] != d or v.shape != (K, d) or (w is not None and w.shape != (K,)):
         raise ValueError(f"parameter shapes {None if w is None else w.shape}, {m.shape}, {v.shape} "
@@ -109,10 +122,13 @@ def _judge(X: torch.Tensor, scores, per_row_elems: int, sum_w, reasons: list[str
 
 
 def _weights_reasons(w) -> tuple[float | None, list[str]]:
+    """(sum of the weights, reasons): a weight below zero (weights that sum to 1 can hold one, e.g.
+    [1.2, -0.2]) and a sum off 1 by more than WEIGHT_TOL."""
     sum_w = None if w is None else float(w.sum())
+    reasons = ["negative weights"] if w is not None and (w < 0).any() else []
     if sum_w is not None and not abs(sum_w - 1.0) <= WEIGHT_TOL:
-        return sum_w, [f"sum(pi)={sum_w:.6g}"]
-    return sum_w, []
+        reasons.append(f"sum(pi)={sum_w:.6g}")
+    return sum_w, reasons
 
 
 def precision_factors(covariances: np.ndarray) -> tuple[np.ndarray | None, str | None]:
@@ -135,7 +151,7 @@ def rescore_full(X: torch.Tensor, weights, means, covariances, rows: np.ndarray 
                  chunk_elems: int | None = None) -> Rescore:
     """:func:`rescore` for full covariances (K, d, d): per-point float64 log-likelihood and the gate's reasons."""
     w, m, c = (_host64(a) for a in (weights, means, covariances))
-    K, d = m.shape
+    K, d = _sizes(X, m)
     if X.shape[1] != d or c.shape != (K, d, d) or (w is not None and w.shape != (K,)):
         raise ValueError(f"parameter shapes {None if w is None else w.shape}, {m.shape}, {c.shape} "
                          f"do not fit X of shape {tuple(X.shape)}")

@@ -4,8 +4,9 @@
     python -m harness -m experiment=table1                # the Table 1 sweep (multirun)
     python -m harness -m experiment=table1 arm=pytorch,sklearn force=true
 
-A setting no cell can run with (``n_iter=0``, ``seed=abc``, ``shape.K`` above N, a results_dir
-that cannot be written) exits 2 with one line naming it, before any work; a multirun checks
+A setting no cell can run with (``n_iter=0``, ``seed=abc``, ``shape.K`` above N, a size beyond int64, a
+results_dir that cannot be written or is empty, an experiment_name or device_label that is not a plain name
+and would reach outside results_dir) exits 2 with one line naming it, before any work; a multirun checks
 every cell of its sweep first (harness.plan.SweepCheck).
 """
 import signal

@@ -73,6 +73,29 @@ def _text(path: str, value) -> str:
     return value
 
 
+INT64_MAX = 2**63 - 1  # the data generator, the libraries and the CSV readers hold sizes in int64
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=+-]*")
+
+
+def plain_name(path: str, value) -> str:
+    """``value`` as one folder or file name under the results folder (experiment_name, device_label): letters,
+    digits and ``_ . = + -``, not starting with a dot, so no ``..``, ``/`` or empty name can reach outside it."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    if text is None or not _NAME.fullmatch(text) or ".." in text:
+        raise SettingError(f"{path}={value!r}: must be a plain name (letters, digits, _ . = + -, not starting with "
+                           "a dot, no '..' or '/'): it names a folder under results_dir")
+    return text
+
+
+def _sizes(shape_name: str, N, K, d) -> None:
+    """N, K, d (and N*d, the elements of X) within int64, beside validate_shape's own checks."""
+    for name, v in (("N", N), ("K", K), ("d", d)):
+        if isinstance(v, int) and not isinstance(v, bool) and v > INT64_MAX:
+            raise SettingError(f"shape {shape_name}: shape.{name}={v}: must be an integer in [1, 2**63-1] (int64)")
+    if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (N, d)) and N * d > INT64_MAX:
+        raise SettingError(f"shape {shape_name}: N*d={N * d} elements of X: must be at most 2**63-1 (int64)")
+
+
 def _safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", s)
 
@@ -115,6 +138,7 @@ class CellSpec:
         """The spec of the composed config's cell; :class:`SettingError` for a setting no cell can run with."""
         shape_name = _text("shape.name", _value(cfg, "shape.name"))
         N, K, d = (_value(cfg, f"shape.{s}") for s in "NKd")
+        _sizes(shape_name, N, K, d)
         try:
             validate_shape(N, K, d)
         except ValueError as e:
@@ -145,7 +169,7 @@ class CellSpec:
                           reps=_integer("arm.reps", _value(cfg, "arm.reps"), 1), warmups=1,
                           timeout=_number("arm.timeout_s", _value(cfg, "arm.timeout_s"), positive=True), tol=None)
         return cls(
-            experiment=_text("experiment_name", _value(cfg, "experiment_name")),
+            experiment=plain_name("experiment_name", _text("experiment_name", _value(cfg, "experiment_name"))),
             arm=_text("arm.name", _value(cfg, "arm.name")),
             module=_text("arm.module", _value(cfg, "arm.module")),
             label=_text("arm.label", _value(cfg, "arm.label")),

@@ -69,9 +69,9 @@ def check_sweep(master: DictConfig) -> list[CellSpec]:
             specs.append(CellSpec.from_cfg(cfg))
         except SettingError as e:
             raise SettingError(f"{e} (in the sweep's cell {' '.join(job)})") from None
-        configs.setdefault((cfg.results_dir, cfg.device_label), cfg)
-    for cfg in configs.values():
-        writable_device_dir(cfg)
+        configs.setdefault((cfg.results_dir, cfg.device_label, specs[-1].experiment), (cfg, specs[-1].experiment))
+    for cfg, experiment in configs.values():
+        writable_device_dir(cfg, experiment)
     return specs
 
 

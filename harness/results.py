@@ -250,9 +250,22 @@ def _arm_rank(row: dict, rank: dict) -> tuple:
     return rank.get(row["arm"], len(rank)), row["arm"], options, row["cell_key"]
 
 
+def _comparable_labels(ref_labels, lab) -> str | None:
+    """None where two cells' subsample labels can be scored by ARI, else why not: each a 1-D vector, of one
+    length (cells run with other ``ari_rows``, or an .npz whose labels were cut short, label other rows)."""
+    for name, x in (("its", lab), ("the reference's", ref_labels)):
+        if np.ndim(x) != 1:
+            return f"{name} labels have shape {np.shape(x)}, not one vector"
+    if len(lab) != len(ref_labels):
+        return f"its {len(lab)} labels against the reference's {len(ref_labels)}: another ari_rows, or a cut .npz"
+    return None
+
+
 def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
     """rel_ll_diff and ARI of every valid fit against its shape's reference arm (labels by cell key): the
-    protocol's REFERENCE_ARM if its fit is valid, else the first valid arm in ``order``."""
+    protocol's REFERENCE_ARM if its fit is valid, else the first valid arm in ``order``. A row whose labels
+    cannot be scored against the reference's (:func:`_comparable_labels`) keeps an empty ARI, and a warning
+    names it: one odd cell never stops the folder's CSV from being written."""
     from sklearn.metrics import adjusted_rand_score
 
     rank = {a: i for i, a in enumerate(order)}
@@ -269,8 +282,17 @@ def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
             r["reference_arm"] = ref["arm"]
             r["rel_ll_diff"] = (r["ll_per_point"] - ref["ll_per_point"]) / abs(ref["ll_per_point"])
             lab = labels[r["cell_key"]]
-            if lab is not None and ref_labels is not None:
-                r["ari"] = adjusted_rand_score(ref_labels, lab)
+            if lab is None or ref_labels is None:
+                continue
+            why = _comparable_labels(ref_labels, lab)
+            if why is None:
+                try:
+                    r["ari"] = adjusted_rand_score(ref_labels, lab)
+                except (ValueError, TypeError) as e:
+                    why = f"{type(e).__name__}: {e}"
+            if why is not None:
+                print(f"warning: cell {r['cell_key']}: no ARI against {ref['cell_key']} ({why}); its row is written "
+                      "without one", file=sys.stderr, flush=True)
 
 
 def _cell(v):

@@ -28,17 +28,24 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from harness import caches, env, results
-from harness.cell import CellSpec, SettingError
+from harness.cell import CellSpec, SettingError, plain_name
 from harness.running_cells import RunningCell
 
 REPO = Path(__file__).resolve().parents[1]
-_OOM = re.compile(r"OutOfMemoryError|MemoryError|RESOURCE_EXHAUSTED|out of memory", re.IGNORECASE)
+# device and host allocation failures; the last two are PyTorch's host allocator (DefaultCPUAllocator: "can't
+# allocate memory ... Error code 12 (Cannot allocate memory)") and C++'s, which raise no MemoryError
+_OOM = re.compile(r"OutOfMemoryError|MemoryError|RESOURCE_EXHAUSTED|out of memory|can't allocate memory|"
+                  r"cannot allocate memory|not enough memory|std::bad_alloc", re.IGNORECASE)
 
 
 def classify(returncode: int, stderr: str, timed_out: bool) -> str:
-    """The failure class of a worker that did not report."""
+    """The failure class of a worker that did not report. A worker killed by SIGKILL that the runner did not
+    kill (the runner kills only on its timeout) was killed by the kernel's OOM killer, the one sender of SIGKILL
+    to a process that outgrows the host's memory: ``fail (OOM)``, like a MemoryError."""
     if timed_out:
         return "fail (TIMEOUT)"
+    if returncode == -signal.SIGKILL:
+        return "fail (OOM)"
     tail = stderr[-4000:]
     if "OutOfResources" in tail or "out of resource: " in tail:  # Triton's, or a subclass refusing before compiling
         return "fail (OutOfResources)"
@@ -60,26 +67,57 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def results_root(cfg: DictConfig) -> Path:
+    """results_dir as an absolute path (a relative one is taken from the repository root); :class:`SettingError`
+    for an empty one, one that is the repository itself or a folder above it (the device folders would be
+    written among the sources), or a relative one that climbs out of the repository (``..``)."""
+    given = cfg.results_dir
+    given = str(given) if isinstance(given, int) and not isinstance(given, bool) else given  # results_dir=5
+    if not isinstance(given, str) or not given.strip():
+        raise SettingError(f"results_dir={given!r}: must be a folder (relative paths are taken from the "
+                           f"repository root, {REPO}), not empty")
+    root = Path(given)
+    if not root.is_absolute():
+        if ".." in root.parts:
+            raise SettingError(f"results_dir={given}: a relative results_dir may not climb out of the repository "
+                               "with '..': give an absolute path")
+        root = REPO / root
+    resolved = Path(os.path.normpath(root))
+    if resolved == REPO or resolved in REPO.parents:
+        raise SettingError(f"results_dir={given}: is {'the repository' if resolved == REPO else 'above the repository'}"
+                           f" ({resolved}): give a folder of its own, such as results")
+    return resolved
+
+
 def _device_dir(cfg: DictConfig) -> Path:
-    root = Path(cfg.results_dir)
-    root = root if root.is_absolute() else REPO / root
-    return root / (cfg.device_label or env.device_label())
+    label = cfg.device_label
+    label = env.device_label() if label is None or label == "" else plain_name("device_label", label)
+    return results_root(cfg) / label
 
 
-def writable_device_dir(cfg: DictConfig) -> Path:
-    """results/<device>, created and checked writable; :class:`SettingError` naming results_dir otherwise."""
-    device_dir = _device_dir(cfg)
-    blocker = next((p for p in (device_dir, *device_dir.parents) if p.exists()), None)
+def _writable(folder: Path, setting: str) -> None:
+    """``folder`` created (with its parents) and a file written and removed in it; :class:`SettingError`
+    naming ``setting`` otherwise (a file in the way, no permission, a read-only file system)."""
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
-        raise SettingError(f"results_dir={cfg.results_dir}: {blocker} is a file, not a folder")
-    probe = device_dir / f".write-probe-{uuid.uuid4().hex}"
+        raise SettingError(f"{setting}: {blocker} is a file, not a folder")
+    probe = folder / f".write-probe-{uuid.uuid4().hex}"
     try:
-        device_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise SettingError(f"results_dir={cfg.results_dir}: cannot create or write {e.filename or device_dir} "
+        raise SettingError(f"{setting}: cannot create or write {e.filename or folder} "
                            f"({e.strerror or type(e).__name__}); give a folder you can write") from None
+
+
+def writable_device_dir(cfg: DictConfig, experiment: str | None = None) -> Path:
+    """results/<device>, created and checked writable (with ``experiment``, its ``<experiment>/cells/`` folder
+    too, where the cell's lock and record go); :class:`SettingError` naming results_dir otherwise."""
+    device_dir = _device_dir(cfg)
+    _writable(device_dir, f"results_dir={cfg.results_dir}")
+    if experiment is not None:
+        _writable(results.cells_dir(device_dir / experiment), f"results_dir={cfg.results_dir}")
     return device_dir
 
 
@@ -124,7 +162,7 @@ def _run_worker(spec: CellSpec, scratch: Path, log_path: Path, lock_file, cache_
 def run_cell(cfg: DictConfig) -> dict:
     """Run (or skip) one cell and re-collect its experiment CSV; returns the record."""
     spec = CellSpec.from_cfg(cfg)
-    device_dir = writable_device_dir(cfg)
+    device_dir = writable_device_dir(cfg, spec.experiment)
     exp_dir = device_dir / spec.experiment
     cells = results.cells_dir(exp_dir)
     rec_path = cells / f"{spec.key}.json"

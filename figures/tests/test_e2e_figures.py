@@ -1,7 +1,7 @@
 """The e2e table and figure from a CSV built through the real record -> collect path."""
 import numpy as np
 
-from figures import fig_e2e, table_e2e
+from figures import fig_e2e, table1, table_e2e
 from harness.results import collect, write_json_atomic, write_npz_atomic
 
 LABELS = {"turbo_gmm": "Turbo-GMM", "sklearn": "scikit-learn", "cuvs": "cuVS", "pomegranate": "pomegranate"}
@@ -66,5 +66,6 @@ def test_each_arm_is_divided_by_the_turbo_gmm_row_of_its_own_run(tmp_path):
     assert "8.00x slower (vs bbbbbbb) |" in by_run[("pomegranate", "ccccccc")]
     assert [line.split(" | ")[2] for line in lines if " | Turbo-GMM | " in line] == ["2026-12-02 bbbbbbb",
                                                                                     "2026-12-01 aaaaaaa"]
-    _, _, cell = fig_e2e.shape_arm_grid(table_e2e.newest_first(table_e2e.read_csv(csv))[::-1])
-    assert cell[("1M_32_32", "turbo_gmm")]["git_commit"] == "bbbbbbb"
+    rows = table_e2e.read_csv(csv)
+    _, _, cell = fig_e2e.shape_arm_grid(table_e2e.newest_first(rows)[::-1])
+    assert cell[(table1.shape_key(rows[0]), "turbo_gmm")]["git_commit"] == "bbbbbbb"

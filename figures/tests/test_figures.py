@@ -62,7 +62,68 @@ def test_table1_minimum_comes_from_raw_rep_seconds(fixture_csv):
 def test_fig1_has_seventeen_groups_and_writes_png_pdf(fixture_csv):
     from harness.results import read_csv
     g = fig1_latency.groups(read_csv(fixture_csv))
-    assert len(g) == 17 and [s for _, s in g].count("1M_32_32") == 2
+    assert len(g) == 17 and [s[0] for _, s in g].count("1M_32_32") == 2
     png, pdf = fig1_latency.render(fixture_csv, keep_rejected={("flash_gmm_bf16", "1M_4096_32")})
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pdf.read_bytes()[:5] == b"%PDF-"
     assert png.parent == fixture_csv.parent
+
+
+def _smoke(tmp_path, extra=()):
+    """smoke.csv: Turbo-GMM and PyTorch at the default tiny_7_5 (N=1023), and PyTorch at an override of it
+    (``shape=tiny_7_5 shape.N=200000``: the same name, another size)."""
+    from figures.tests.conftest import record, write_experiment
+
+    recs = [record("smoke", "turbo_gmm", "tiny_7_5", 1023, 7, 5, 1.0, regimes="tiny"),
+            record("smoke", "pytorch", "tiny_7_5", 1023, 7, 5, 2.0, regimes="tiny"),
+            record("smoke", "pytorch", "tiny_7_5", 200_000, 7, 5, 153.21, regimes="tiny"), *extra]
+    for r in recs:  # write_experiment's keys tell cells apart by K and d only
+        r["params_file"] = r["params_file"].replace(".npz", f"_{r['N']}.npz") if r.get("params_file") else None
+    from harness.results import collect, write_json_atomic, write_npz_atomic
+    for r in recs:
+        key = f"{r['arm']}__{r['shape']}__{r['N']}"
+        write_json_atomic(tmp_path / "dev" / "smoke" / "cells" / f"{key}.json", dict(r, params_file=f"cells/{key}.npz"))
+        write_npz_atomic(tmp_path / "dev" / "smoke" / "cells" / f"{key}.npz", labels=np.zeros(8, np.int32))
+    return collect(tmp_path / "dev" / "smoke", ["turbo_gmm", "pytorch"])
+
+
+def test_an_overridden_shape_is_a_shape_of_its_own(tmp_path):
+    """Issue 47 (2): a shape override keeps the shape's name; the table and figure key rows by (name, N, K, d), so
+    the N=200000 PyTorch row is neither divided by Turbo-GMM's N=1023 row nor dropped from the figure."""
+    from harness.results import read_csv
+
+    csv = _smoke(tmp_path)
+    md, _ = table1.render([csv], set())
+    text = md.read_text()
+    assert "| tiny/7/5 (N=1023, K=7, d=5) | Turbo-GMM | 1.00 | — |" in text
+    assert "|  | PyTorch | 2.00 | 2.00x slower |" in text
+    assert "| tiny/7/5 (N=200000, K=7, d=5) | PyTorch | 153.21 | — |" in text  # no Turbo-GMM at its size
+    assert "faster" not in text
+    rows = read_csv(csv)
+    assert len(fig1_latency.groups(rows)) == 2
+    shapes, arms, cell = table1.shape_arm_grid(rows)
+    assert len(shapes) == 2 and sum(1 for (_, a) in cell if a == "pytorch") == 2  # both PyTorch rows drawn
+    png, _ = fig1_latency.render(csv)
+    assert png.exists()
+
+
+def test_table1_names_its_runs_and_says_when_commits_differ(tmp_path):
+    """Issue 47 (11): the table names the run(s) its rows come from (date, commit), and says so, marking the
+    speedups across commits with ‡, when they come from more than one commit."""
+    import json
+
+    from harness.results import collect, write_json_atomic
+
+    one = _smoke(tmp_path / "one")
+    assert "Run: — (3 rows)." in table1.render([one], set())[0].read_text()  # records without a commit: unknown
+    two = _smoke(tmp_path / "two")
+    cells = tmp_path / "two" / "dev" / "smoke" / "cells"
+    for p, (commit, day) in zip(sorted(cells.glob("*.json")), [("bbbbbbb", "2026-12-05"), ("aaaaaaa", "2026-12-01"),
+                                                                ("aaaaaaa", "2026-12-01")]):
+        write_json_atomic(p, dict(json.loads(p.read_text()), git_commit=commit, timestamp=f"{day}T10:00:00+0000"))
+    collect(tmp_path / "two" / "dev" / "smoke", ["turbo_gmm", "pytorch"])
+    md, tex = table1.render([two], set())
+    text = md.read_text()
+    assert "Runs: 2026-12-01 aaaaaaa (2 rows); 2026-12-05 bbbbbbb (1 row)." in text
+    assert "Rows come from 2 commits (aaaaaaa, bbbbbbb), not one run" in text
+    assert "|  | PyTorch | 2.00 | 2.00x slower ‡ |" in text  # PyTorch at aaaaaaa over Turbo-GMM at bbbbbbb
+    assert r"$^\ddagger$" in tex.read_text()

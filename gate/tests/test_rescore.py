@@ -6,7 +6,8 @@ import torch
 
 from gate.rescore import label_rows, rescore, rescore_full
 from turbo_gmm.datasets import make_dataset, shared_init
-from turbo_gmm import reference, reference_full
+from turbo_gmm.diag import reference
+from turbo_gmm.full import reference as reference_full
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_gpu_rescore_matches_cpu(fitted):
 
 @pytest.fixture(scope="module")
 def fitted_full():
-    """A float64 full-covariance EM fit (turbo_gmm.reference_full) of correlated data from the full shared init."""
+    """A float64 full-covariance EM fit (turbo_gmm.full.reference) of correlated data from the full shared init."""
     X = make_dataset(1023, 7, 5, 0).X
     X = (X.double() @ torch.tensor(np.random.default_rng(3).normal(size=(5, 5)) * 0.5 + np.eye(5))).float()
     init = shared_init(X, 7, 0, covariance_type="full")
@@ -178,3 +179,28 @@ def test_full_scores_a_wrong_fit_lower_and_float32_rounding_stays_valid(fitted_f
     c32 = (c + noise).astype(np.float32)  # each component's own scale: about float32's relative rounding
     r32 = rescore_full(X, w.astype(np.float32), m.astype(np.float32), c32)
     assert r32.gate == "valid" and r32.ll_per_point == pytest.approx(good.ll_per_point, rel=1e-5)
+
+
+def test_negative_weights_are_a_reason_of_their_own():
+    """Issue 47 (10): weights [1.2, -0.2] sum to 1; they were rejected only as "non-finite LL"."""
+    X = torch.randn(50, 2, generator=torch.Generator().manual_seed(0))
+    m, v = np.array([[-1.0, 0.0], [1.0, 0.0]]), np.ones((2, 2))
+    r = rescore(X, np.array([1.2, -0.2]), m, v)
+    assert "negative weights" in r.reasons and r.gate.startswith("rejected (")
+    assert "negative weights" in rescore_full(X, np.array([1.2, -0.2]), m, np.stack([np.eye(2)] * 2)).reasons
+    assert rescore(X, np.array([0.5, 0.5]), m, v).reasons == []
+
+
+@pytest.mark.parametrize("judge", [rescore, rescore_full])
+@pytest.mark.parametrize("means, cov, match", [
+    (np.zeros(2), np.ones((1, 2)), r"means of shape \(2,\): must be one \(K, d\) array, 1-D given"),
+    (np.zeros((2, 2, 1)), np.ones((2, 2)), r"means of shape \(2, 2, 1\): must be one \(K, d\) array, 3-D given"),
+    (np.zeros((0, 2)), np.zeros((0, 2)), r"means of shape \(0, 2\): K = 0 components, a fit has at least one"),
+], ids=["1d_means", "3d_means", "K0"])
+def test_malformed_means_and_no_component_are_a_clear_error(judge, means, cov, match):
+    """Issue 47 (10): means as 1-D or 3-D arrays raised "not enough values to unpack", K = 0 ZeroDivisionError."""
+    X = torch.randn(50, 2, generator=torch.Generator().manual_seed(0))
+    if judge is rescore_full:
+        cov = np.zeros((len(means), 2, 2)) if means.ndim == 2 else np.ones((1, 2, 2))
+    with pytest.raises(ValueError, match=match):
+        judge(X, None, means, cov)

@@ -11,7 +11,7 @@ import sys
 import time
 
 from turbo_gmm.records import Fit
-from turbo_gmm import reference
+from turbo_gmm.diag import reference
 
 MEMORY = "torch"  # on a CPU the worker falls back to rss: the tests check both
 
@@ -59,8 +59,12 @@ def prepare(X, init, n_iter, opts):
                         JAX_COMPILATION_CACHE_DIR=os.environ.get("JAX_COMPILATION_CACHE_DIR"))
         return fit
 
+    def sigkill():  # what the kernel's OOM killer does to a process that outgrows the host's memory
+        os.kill(os.getpid(), 9)
+
     def out_of_resources():
         raise type("OutOfResources", (Exception,), {})("out of resource: shared memory, Required: 300000")
 
     return {"em": em, "crash": crash, "oom": oom, "sleep": sleep, "early": early,
-            "nan_variance": nan_variance, "out_of_resources": out_of_resources, "caches": caches}[behaviour]
+            "nan_variance": nan_variance, "out_of_resources": out_of_resources, "caches": caches,
+            "sigkill": sigkill}[behaviour]

@@ -156,3 +156,22 @@ def _hold_lock(record, held, release):
     with cell_lock(record):
         held.set()
         release.wait(60)
+
+
+@pytest.mark.parametrize("labels", [[0, 0, 1], [[0, 0], [1, 1]]], ids=["another_length", "not_one_vector"])
+def test_labels_that_cannot_be_compared_never_block_the_csv(tmp_path, capsys, labels):
+    """Issue 47 (3): a cell run with another ari_rows (or an .npz whose labels were cut short) beside the others
+    made adjusted_rand_score raise inside collect, so no job of the folder could write the CSV again. Now its row
+    is written without an ARI, a warning names it, and every other row keeps its own."""
+    exp = tmp_path / "dev" / "e"
+    _write(exp, _record("turbo_gmm"), [0, 0, 1, 1])
+    _write(exp, _record("pytorch", ll=-7.0007), labels)
+    _write(exp, _record("sklearn", ll=-7.0007), [1, 1, 0, 0])
+    rows = {r["arm"]: r for r in read_csv(collect(exp, ["turbo_gmm", "pytorch", "sklearn"]))}
+    assert list(rows) == ["turbo_gmm", "pytorch", "sklearn"]
+    assert rows["pytorch"]["ari"] == "" and float(rows["pytorch"]["rel_ll_diff"]) == pytest.approx(-1e-4)
+    assert float(rows["sklearn"]["ari"]) == 1.0
+    err = capsys.readouterr().err
+    assert "warning: cell pytorch__s: no ARI against turbo_gmm__s" in err
+    _write(exp, _record("gmmx", ll=-7.0), [0, 0, 1, 1])  # the next record still reaches the CSV
+    assert "gmmx" in {r["arm"] for r in read_csv(collect(exp, ["turbo_gmm", "pytorch", "sklearn", "gmmx"]))}

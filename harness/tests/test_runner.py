@@ -15,7 +15,7 @@ from harness.results import read_csv
 from harness.cell import CellSpec
 from harness.runner import classify, run_cell
 from harness.tests.conftest import PLANTED_CONF, REPO
-from turbo_gmm import reference
+from turbo_gmm.diag import reference
 
 
 def _alive(pid: int) -> bool:
@@ -96,7 +96,8 @@ def test_finished_cells_are_skipped_unless_forced(make_cfg, tmp_path):
 def test_classify_reads_the_final_error():
     assert classify(1, "Traceback...\njaxlib.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory", False) == "fail (OOM)"
     assert classify(1, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB", False) == "fail (OOM)"
-    assert classify(-9, "", False) == "fail (ERROR: killed by SIGKILL)"
+    assert classify(-9, "", False) == "fail (OOM)"  # a SIGKILL the runner did not send: the OOM killer (issue 47)
+    assert classify(-11, "", False) == "fail (ERROR: killed by SIGSEGV)"
     assert classify(0, "", True) == "fail (TIMEOUT)"
     refused = "Traceback...\nkernels.one_pass.StateDoesNotFit: out of resource: shared memory, Required: 2097152"
     assert classify(1, refused, False) == "fail (OutOfResources)"
