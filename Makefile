@@ -1,13 +1,16 @@
 # Turbo-GMM artifact. Two commands do everything on a fresh machine:
 #   make reproduce   every experiment of the paper on a GPU (or the CPU smoke sweep), then its tables,
 #                    figures and the claims report
-#   make test        the test suite (CPU; Triton kernels run in the interpreter)
+#   make test        the test suite (CPU; Triton kernels run in the interpreter), then the packaging
+#                    checks: make wheel-test, make lowest-test, make docs
 PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
-TORCH ?= torch==2.13.0
-TORCHGMM ?= torchgmm==0.1.4
+# The exact versions of the CPU/CI environment: one file, constraints.txt (pyproject.toml has the ranges).
+CONSTRAINTS := constraints.txt
+pin = $(shell grep -m1 '^$(1)==' $(CONSTRAINTS))
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) Makefile | cksum | cut -d' ' -f1)
+TORCHGMM := $(call pin,torchgmm)
 FLASH_GMM_REPO ?= https://github.com/IBM/Flash-GMM.git
 FLASH_GMM_COMMIT ?= f3077ffe5d7e2522b9a1db8be1698ca5435d9609
 # make wheelhouse: wheels a GPU node without network needs beyond its image. The default set
@@ -15,15 +18,13 @@ FLASH_GMM_COMMIT ?= f3077ffe5d7e2522b9a1db8be1698ca5435d9609
 PY ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64
 WHEELHOUSE ?= wheelhouse
-WHEELS_MIN := hydra-core==1.3.2 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 gmmx==0.7 \
-  pomegranate==1.1.2 apricot-select==0.6.1 nose==1.3.7 nvidia-ml-py==13.615.71 \
-  hydra-joblib-launcher==1.2.0 hydra-submitit-launcher==1.2.0 submitit==1.5.4 cloudpickle==3.1.3 \
-  pytest-xdist==3.8.0 execnet
-WHEELS_ALL := $(WHEELS_MIN) pyyaml==6.0.4 numba==0.68.1 llvmlite==0.50.0 networkx==3.6.1 tqdm==4.70.1 \
-  psutil==7.2.2 mpmath==1.3.0 pandas==3.1.1 python-dateutil tzdata matplotlib==3.11.2 contourpy cycler \
-  kiwisolver fonttools pillow pyparsing scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl \
-  pytest==9.2.0 iniconfig pluggy pygments packaging pytorch-lightning==2.6.6 torchmetrics==1.9.0 \
-  lightning-utilities==0.15.3 fsspec typing-extensions
+WHEELS_MIN := $(foreach p,hydra-core omegaconf antlr4-python3-runtime gmmx pomegranate apricot-select nose \
+  nvidia-ml-py hydra-joblib-launcher hydra-submitit-launcher submitit cloudpickle pytest-xdist execnet hypothesis \
+  sortedcontainers attrs,$(call pin,$(p)))
+WHEELS_ALL := $(WHEELS_MIN) $(foreach p,pyyaml numba llvmlite networkx tqdm psutil mpmath pandas python-dateutil \
+  tzdata matplotlib contourpy cycler kiwisolver fonttools pillow pyparsing scikit-learn scipy joblib threadpoolctl \
+  pytest iniconfig pluggy pygments packaging pytorch-lightning torchmetrics lightning-utilities fsspec \
+  typing-extensions,$(call pin,$(p)))
 WHEELS := $(if $(ALL),$(WHEELS_ALL),$(WHEELS_MIN))
 # cuVS's C++ libraries for the cuvs arm (~300 MB; CUVS=0 leaves them out). install-offline puts
 # them in $(CUVS_SITE) with --target, outside the environment torch runs in (its nvJitLink is
@@ -32,16 +33,17 @@ CUVS ?= 1
 CUVS_SITE ?= .venv/cuvs-site
 WHEELS_CUVS := libcuvs-cu13==26.10.0 libraft-cu13==26.10.0 librmm-cu13==26.10.0 libkvikio-cu13==26.10.0 \
   rapids-logger==0.3.0 nvidia-nvjitlink==13.5.37
-SDIST_ONLY := antlr4-python3-runtime==4.9.3 apricot-select==0.6.1
+SDIST_ONLY := $(call pin,antlr4-python3-runtime) $(call pin,apricot-select)
 HAS_CUDA_TORCH := $(shell $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && echo yes)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: venv test gpu-test reproduce figures baselines wheelhouse install-offline clean
+.PHONY: venv test wheel-test lowest-test docs gpu-test reproduce figures baselines wheelhouse install-offline clean
 
 venv: $(STAMP)
 
 # A GPU node keeps the CUDA torch/jax/triton of its image (the venv sees them); elsewhere
-# the CPU build of torch 2.13.0 and every pinned package are installed into .venv.
+# the CPU build of torch 2.13.0 and every package at its constraints.txt version are installed into
+# .venv, turbo_gmm editable (pip install -e: kernels/ is the package turbo_gmm).
 # `python -m venv --system-site-packages` links the *base* interpreter's packages only: where
 # $(PYTHON) is itself a virtual environment (the H200 image's python3), its own torch, triton,
 # jax, numpy and PyYAML would be invisible. So .venv gets a .pth that adds every site directory
@@ -53,20 +55,50 @@ ifeq ($(HAS_CUDA_TORCH),yes)
 	$(PYTHON) -c "import sys; [print(f'import site; site.addsitedir({p!r})') for p in sys.path \
 	  if p.endswith(('site-packages', 'dist-packages'))]" > $$site/parent-environment.pth && \
 	echo "$$site/parent-environment.pth: $(VENV) sees $$(grep -c addsitedir $$site/parent-environment.pth) site directories of $(PYTHON)"
+	@# turbo_gmm importable from anywhere, edits seen at once (what pip install -e gives): a symlink
+	@# site-packages/turbo_gmm -> kernels/, the package-dir mapping of pyproject.toml. Not an editable
+	@# install: that needs setuptools >= 77 (the image may have an older one, and a node without network
+	@# a wheel of it) and a build; the link needs neither. turbo_gmm.__version__ still says the version.
+	@site=$$($(VPY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
+	ln -sfn $(CURDIR)/kernels $$site/turbo_gmm && echo "$$site/turbo_gmm -> $(CURDIR)/kernels"
 	@if [ -d $(WHEELHOUSE) ]; then $(MAKE) install-offline PYTHON=$(abspath $(VPY)); \
 	 else echo "no $(WHEELHOUSE)/: using the image's packages as they are (see make wheelhouse)"; fi
 else
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --upgrade pip
-	$(VPY) -m pip install $(TORCH)
-	$(VPY) -m pip install -e '.[arms,launchers,test]'
-	$(VPY) -m pip install --no-deps $(TORCHGMM)
+	$(VPY) -m pip install -c $(CONSTRAINTS) -e '.[bench,arms,launchers,test,docs]'
+	$(VPY) -m pip install -c $(CONSTRAINTS) --no-deps $(TORCHGMM)
 endif
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 test: venv
 	TRITON_INTERPRET=1 $(VPY) -m pytest -q kernels arms gate harness figures
+	$(MAKE) --no-print-directory wheel-test lowest-test docs
+
+# The packaging checks (.ci/packaging_check.py; fresh venvs under $(PACKAGING_DIR), outside the repository):
+#   wheel-test   build the sdist and the wheel from this tree, check the wheel holds one package, turbo_gmm
+#                (every module of kernels/, no tests/ or docs/), install it (not editable) with the constraints
+#                into a fresh venv, fit iris there from outside the repository as scikit-learn does, then
+#                install PyPI's `kernels` beside it and fit again
+#   lowest-test  a fresh venv with the lower bounds of pyproject.toml's dependencies (torch: 2.13.0, the CPU
+#                build) and turbo_gmm editable, then LOWEST_TESTS (a GaussianMixture fit against
+#                scikit-learn's, the kernels' EM against the float64 and 60-digit references)
+#   docs         the Sphinx API reference and user guide (kernels/docs/), warnings as errors; -E: every page is
+#                read again (an incremental build would not repeat the warnings of unchanged pages)
+PACKAGING_DIR ?= $(or $(TMPDIR),/tmp)/turbo-gmm-packaging
+LOWEST_TESTS ?= kernels/tests/test_estimator.py::test_the_default_is_scikit_learns_full_covariance \
+  kernels/tests/test_estimator.py::test_real_datasets_agree_with_scikit_learn_for_every_covariance_type \
+  kernels/tests/test_em.py::test_fit_agrees_with_scikit_learn kernels/tests/test_em.py::test_fit_follows_float64_em \
+  kernels/tests/test_exact.py::test_matches_60_digit_reference
+DOCS_OUT ?= kernels/docs/_build
+wheel-test: venv
+	$(VPY) .ci/packaging_check.py wheel --work $(PACKAGING_DIR)
+lowest-test: venv
+	$(VPY) .ci/packaging_check.py lowest --work $(PACKAGING_DIR) $(LOWEST_TESTS)
+docs: venv
+	$(VPY) -m sphinx -E -W --keep-going -q -b html kernels/docs $(DOCS_OUT)/html
+	@echo "make docs: $(DOCS_OUT)/html/index.html"
 
 # make gpu-test on a GPU node: the kernel, arm, gate and study tests compiled on the device (the gpu-marked
 # ones run), over GPU_TEST_JOBS pytest-xdist workers that steal tests from each other (compiles are CPU-bound:
@@ -148,7 +180,7 @@ wheelhouse:
 	@echo "$(WHEELHOUSE)/ holds $$(ls $(WHEELHOUSE) | wc -l) wheels for Python $(PY) on $(PLATFORM)"
 
 # On the GPU node: the image's torch, triton, jax and numpy stay; the rest comes from the
-# wheelhouse. The project itself is run from the repository root (no install needed).
+# wheelhouse. turbo_gmm itself is the repository's kernels/ (make venv links it into the venv).
 install-offline:
 	$(PYTHON) -m pip install --no-index --find-links $(WHEELHOUSE) --no-deps $(WHEELS) $(TORCHGMM)
 	@if ls $(WHEELHOUSE)/libcuvs_cu13-*.whl >/dev/null 2>&1; then \
@@ -157,5 +189,5 @@ install-offline:
 	else echo "no cuVS wheels in $(WHEELHOUSE)/: the cuvs arm will say unavailable"; fi
 
 clean:
-	rm -rf .hydra_runs .pytest_cache build *.egg-info
+	rm -rf .hydra_runs .pytest_cache build *.egg-info $(DOCS_OUT) kernels/docs/generated $(PACKAGING_DIR) dist
 	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,5 +1,6 @@
 """`make venv`'s GPU branch keeps the packages of the environment it is run from, when that
-environment is itself a virtual environment (the H200 image's python3 is one).
+environment is itself a virtual environment (the H200 image's python3 is one), and makes turbo_gmm
+(the repository's kernels/) importable.
 
 An outer venv holds a small package that no other environment has; `make venv` is forced
 onto its GPU branch (HAS_CUDA_TORCH=yes, no wheelhouse) with the outer venv's python, and the
@@ -61,6 +62,23 @@ def test_gpu_branch_venv_sees_the_outer_venvs_packages(outer):
     assert ok, out
     assert out.split() == ["outer", str(inner)]  # the outer package, imported by the inner interpreter
     assert "parent-environment.pth" in r.stdout
+
+
+def test_gpu_branch_venv_imports_turbo_gmm_from_the_repository(outer):
+    """The GPU branch links site-packages/turbo_gmm to kernels/ (no build, no network): turbo_gmm imports from
+    any folder, as the repository's kernels/ (edits are seen at once), and says its version."""
+    root, outer_venv = outer
+    inner = root / "inner-turbo"
+    r = _run("make", "--no-print-directory", "-C", REPO, "venv", "HAS_CUDA_TORCH=yes",
+             f"PYTHON={_python(outer_venv)}", f"VENV={inner}", f"WHEELHOUSE={root / 'no-wheelhouse'}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    elsewhere = root / "elsewhere"
+    elsewhere.mkdir()
+    r = _run(_python(inner), "-c", "import turbo_gmm; print(turbo_gmm.__file__, turbo_gmm.__version__)", cwd=elsewhere)
+    assert r.returncode == 0, r.stdout + r.stderr
+    where, version = r.stdout.split()
+    assert Path(where).resolve() == (REPO / "kernels" / "__init__.py").resolve()
+    assert version == _run(sys.executable, "-c", "import turbo_gmm; print(turbo_gmm.__version__)").stdout.strip()
 
 
 def test_plain_system_site_packages_venv_does_not(outer):
