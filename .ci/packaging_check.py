@@ -79,11 +79,12 @@ print(json.dumps({"turbo_gmm": turbo_gmm.__version__, "from": str(where.parent),
 """
 
 PYPI_KERNELS_IS_PYPIS = r"""
+import importlib
 import sys
 from importlib import metadata
 from pathlib import Path
 
-import kernels
+kernels = importlib.import_module("kernels")  # PyPI's package of that name, installed beside turbo_gmm
 
 where = Path(kernels.__file__).resolve()
 files = {str(f) for f in metadata.distribution("kernels").files}
