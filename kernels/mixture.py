@@ -338,20 +338,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
     def _backend(self, tensor=None):
         """(statistics backend, label for backend_, torch device) for X (``tensor``: X on a device)."""
-        cuda = torch.cuda.is_available()
-        if tensor is not None:
-            if self.device == "cpu":
-                raise ValueError(f"X is on {tensor.device} but device='cpu': pass X.cpu() for the CPU fallback, or "
-                                 "device='auto' to fit where X is")
-            return "triton", "triton", tensor.device
-        if self.device == "cpu" or (self.device == "auto" and not cuda and not interpreter_mode()):
-            return "torch", "torch-cpu", torch.device("cpu")
-        if cuda:
-            return "triton", "triton", torch.device("cuda", torch.cuda.current_device())
-        if interpreter_mode():
-            return "triton", "triton-interpreter", torch.device("cpu")
-        raise ValueError("device='cuda' needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels in Triton's "
-                         "CPU interpreter); use device='cpu' or 'auto' for the CPU fallback")
+        return data_backend(self.device, tensor)
 
     def _init_backend(self, data):
         """"sklearn" with sample weights: the torch initialization draws unweighted (k-means, k-means++)."""
@@ -542,3 +529,23 @@ class _Progress:
 def _check_shape(a, shape, name):
     if a.shape != shape:
         raise ValueError(f"The parameter '{name}' should have the shape of {shape}, but got {a.shape}")
+
+
+def data_backend(device: str, tensor=None):
+    """("triton" or "torch", the backend_ label, torch device) of the ``device`` parameter for X (``tensor``: X on a
+    device, fitted where it lives): "auto" is CUDA if present, else the Triton interpreter under TRITON_INTERPRET=1,
+    else the CPU's torch ops."""
+    cuda = torch.cuda.is_available()
+    if tensor is not None:
+        if device == "cpu":
+            raise ValueError(f"X is on {tensor.device} but device='cpu': pass X.cpu() for the CPU fallback, or "
+                             "device='auto' to fit where X is")
+        return "triton", "triton", tensor.device
+    if device == "cpu" or (device == "auto" and not cuda and not interpreter_mode()):
+        return "torch", "torch-cpu", torch.device("cpu")
+    if cuda:
+        return "triton", "triton", torch.device("cuda", torch.cuda.current_device())
+    if interpreter_mode():
+        return "triton", "triton-interpreter", torch.device("cpu")
+    raise ValueError("device='cuda' needs a CUDA GPU (or TRITON_INTERPRET=1 to run the kernels in Triton's "
+                     "CPU interpreter); use device='cpu' or 'auto' for the CPU fallback")

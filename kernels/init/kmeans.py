@@ -7,7 +7,11 @@ host k-means was most of a large fit's time). The random draws are scikit-learn'
 * :func:`kmeans_plusplus`: greedy D^2 seeding, ``2 + int(log K)`` candidates a step;
 * :func:`lloyd`: Lloyd iterations, empty clusters relocated to the farthest points, one host read an
   iteration for the convergence test;
-* :func:`kmeans`: ``KMeans(n_clusters=K, n_init=1)``'s defaults.
+* :func:`kmeans`: ``sklearn.cluster.KMeans``'s fit (k-means++, random or given starts, ``n_init`` runs, the
+  lowest :func:`inertia` kept), the core of :class:`turbo_gmm.KMeans` and of ``init_params="kmeans"``.
+
+Every step takes scikit-learn's ``sample_weight``: weighted seeding draws, weighted sums and counts (a
+cluster's count is its weight), the weighted relocation rule.
 
 The passes over X are the fused kernels of :mod:`turbo_gmm.init.kmeans_assign` where they apply (float32 X
 on CUDA), else torch ops in row blocks with distances about the data's mean c,
@@ -15,6 +19,7 @@ on CUDA), else torch ops in row blocks with distances about the data's mean c,
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -67,7 +72,7 @@ def check_score_range(X: torch.Tensor, center: torch.Tensor) -> None:
         raise Float32RangeError(
             f"The {X.dtype} k-means of the initialization would overflow: its distances reach {bound:.3g} (X's "
             f"spread times its magnitude), beyond {X.dtype}'s exponent range. Scale the input data, or fit in "
-            "float64 (GaussianMixture(device='cpu')).")
+            "float64 (device='cpu' or precision='fp64').")
 
 
 def sq_distances(X: torch.Tensor, x_sq: torch.Tensor, Y: torch.Tensor, center: torch.Tensor) -> torch.Tensor:
@@ -93,17 +98,27 @@ def first_seed(n_samples: int, draw: float, dtype) -> int:
 
 
 def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
-                    x_sq: torch.Tensor | None = None, fused: bool | None = None) -> torch.Tensor:
+                    x_sq: torch.Tensor | None = None, fused: bool | None = None,
+                    sample_weight: torch.Tensor | None = None) -> torch.Tensor:
     """Row indices (n_clusters,) of the k-means++ seeds, drawn from ``random_state`` as scikit-learn draws them.
 
     ``center``: the torch ops' expansion point; ``x_sq``: :func:`centered_sq_norms` if known; ``fused``: the
-    kernels of :mod:`turbo_gmm.init.kmeans_assign` (None: where they run)."""
+    kernels of :mod:`turbo_gmm.init.kmeans_assign` (None: where they run); ``sample_weight`` (N,): scikit-learn's
+    weighted seeding (the first seed drawn with p = w / sum w, the candidates from the cumulative sum of
+    w * closest, the potentials sum w * min(closest, d))."""
     N, dev = X.shape[0], X.device
-    fused = _fused(X, fused)
+    # the fused potentials are unweighted sums: weighted seeding takes the torch ops
+    fused = False if sample_weight is not None else _fused(X, fused)
     if not fused:  # the fused kernels' distances are float64 (see turbo_gmm.init.kmeans_assign)
         check_score_range(X, center)
     trials = n_local_trials(n_clusters)
-    first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
+    if sample_weight is None:
+        first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
+        w = None
+    else:  # NumPy's own choice, as scikit-learn calls it (one uniform draw)
+        host = sample_weight.detach().cpu().numpy()
+        first = int(random_state.choice(N, p=host / host.sum()))
+        w = sample_weight.to(device=dev, dtype=torch.float64)
     draws = torch.as_tensor(random_state.uniform(size=(n_clusters - 1, trials)), device=dev)  # K - 1 steps' draws
     indices = torch.empty(n_clusters, dtype=torch.int64, device=dev)
     indices[0] = first
@@ -114,35 +129,56 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
         if x_sq is None:
             x_sq = centered_sq_norms(X, center)
         closest = sq_distances(X, x_sq, X[indices[:1]], center)[:, 0].contiguous()
-    potential = closest.sum(dtype=torch.float64)
+    potential = closest.sum(dtype=torch.float64) if w is None else w @ closest.double()
+    # the candidates' distances kept to fold the chosen one, where writing them costs less than reading X again
+    stored = (torch.empty((trials, N), dtype=torch.float64, device=dev)
+              if fused and n_clusters > 1 and kmeans_assign.stores_distances(X, trials) else None)
     for c in range(1, n_clusters):
-        candidates = torch.searchsorted(torch.cumsum(closest, 0, dtype=torch.float64), draws[c - 1] * potential)
+        mass = torch.cumsum(closest, 0, dtype=torch.float64) if w is None else torch.cumsum(w * closest, 0)
+        candidates = torch.searchsorted(mass, draws[c - 1] * potential)
         candidates.clamp_(max=N - 1)
         if fused:
-            potentials = kmeans_assign.candidate_potentials(X, candidates, closest)
+            potentials = kmeans_assign.candidate_potentials(X, candidates, closest, stored)
         else:
             dist = sq_distances(X, x_sq, X[candidates], center)
             torch.minimum(dist, closest[:, None], out=dist)
-            potentials = dist.sum(0, dtype=torch.float64)
+            if w is None:
+                potentials = dist.sum(0, dtype=torch.float64)
+            else:  # a column at a time: no float64 copy of the (N, trials) block
+                potentials = torch.stack([w @ dist[:, t].double() for t in range(dist.shape[1])])
         best = potentials.argmin().view(1)
         potential = potentials[best[0]]
         indices[c : c + 1] = candidates[best]
-        if fused:
+        if stored is not None:
+            kmeans_assign.fold_stored(stored, best, closest)
+        elif fused:
             kmeans_assign.fold_nearest(X, indices[c : c + 1], closest)
         else:
             closest = dist.index_select(1, best)[:, 0].contiguous()
     return indices
 
 
-class _Assignment:
-    """Nearest-center labels of X in row blocks, with the per-cluster counts and sums they imply (torch ops)."""
+def random_rows(n_samples: int, n_clusters: int, random_state: np.random.RandomState,
+                sample_weight: torch.Tensor | None = None, dtype=np.float64) -> np.ndarray:
+    """scikit-learn's ``init="random"`` rows: ``random_state.choice(N, K, replace=False, p=w / sum w)``, w the
+    sample weights or ones of X's ``dtype`` (scikit-learn draws with p even without weights)."""
+    w = np.ones(n_samples, dtype) if sample_weight is None else sample_weight.detach().cpu().numpy()
+    return random_state.choice(n_samples, size=n_clusters, replace=False, p=w / w.sum())
 
-    def __init__(self, X: torch.Tensor, center: torch.Tensor, n_clusters: int):
+
+class _Assignment:
+    """Nearest-center labels of X in row blocks, with the per-cluster (weighted) counts and sums they imply
+    (torch ops)."""
+
+    def __init__(self, X: torch.Tensor, center: torch.Tensor, n_clusters: int,
+                 sample_weight: torch.Tensor | None = None):
         self.X, self.center = X, center
         self.rows = max(1, SCORE_BLOCK_BYTES // (X.element_size() * n_clusters))
+        self.w = None if sample_weight is None else sample_weight.to(device=X.device, dtype=X.dtype)
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
-        """Labels in place for ``centers``; (sums (K, d), counts (K,), labels changed), sums None without update."""
+        """Labels in place for ``centers``; (sums (K, d), counts (K,), labels changed), sums None without update.
+        With sample weights, sums of w x and counts of w."""
         X, K = self.X, centers.shape[0]
         y = centers - self.center
         W = (-2.0 * y).to(X.dtype).T.contiguous()
@@ -158,64 +194,156 @@ class _Assignment:
             labels[r0 : r0 + self.rows] = lab
             if update:
                 onehot = score.zero_().scatter_(1, lab[:, None], 1.0)
+                if self.w is not None:
+                    onehot.mul_(self.w[r0 : r0 + self.rows, None])
                 counts += onehot.sum(0, dtype=torch.float64)
                 sums += (onehot.T @ xb).double()
         return sums, counts, changed
 
 
-def relocate_empty_clusters(X, centers_old, labels, sums, counts) -> None:
-    """scikit-learn's rule, in place: each empty cluster takes the farthest point (rare: a host loop)."""
+def relocate_empty_clusters(X, centers_old, labels, sums, counts, sample_weight=None) -> None:
+    """scikit-learn's rule, in place: the empty clusters (zero weight) take the points farthest from their
+    centers, farthest first, each with its weight; none where every point sits on its center (rare: a host
+    loop; the farthest points are ``np.argpartition``'s, as scikit-learn's, unless one point is the farthest)."""
     empty = torch.nonzero(counts == 0)[:, 0].tolist()
     far_dist = torch.empty(X.shape[0], dtype=torch.float64, device=X.device)
-    for r0 in range(0, X.shape[0], NORM_BLOCK_ROWS):
-        xb = X[r0 : r0 + NORM_BLOCK_ROWS].double()
-        far_dist[r0 : r0 + NORM_BLOCK_ROWS] = (xb - centers_old[labels[r0 : r0 + NORM_BLOCK_ROWS]]).square_().sum(1)
-    far = far_dist.topk(len(empty)).indices
-    for new, idx in zip(empty, far.tolist()):
+    rows = max(1, SCORE_BLOCK_BYTES // (8 * X.shape[1]))
+    for r0 in range(0, X.shape[0], rows):
+        xb = X[r0 : r0 + rows].double()
+        far_dist[r0 : r0 + rows] = (xb - centers_old[labels[r0 : r0 + rows]]).square_().sum(1)
+    top = far_dist.max()
+    top_value, n_top = torch.stack([top, (far_dist == top).sum().double()]).tolist()
+    if top_value == 0:  # more clusters than distinct points: nothing to relocate
+        return
+    if len(empty) == 1 and n_top == 1:
+        far = [int(far_dist.argmax())]
+    else:  # ties, or several empty clusters: NumPy's selection order
+        far = np.argpartition(far_dist.cpu().numpy(), -len(empty))[: -len(empty) - 1 : -1].tolist()
+    for new, idx in zip(empty, far):
         old, x = int(labels[idx]), X[idx].double()
-        sums[old] -= x
-        counts[old] -= 1.0
-        sums[new] = x
-        counts[new] = 1.0
+        w = 1.0 if sample_weight is None else float(sample_weight[idx])
+        sums[old] -= x * w
+        counts[old] -= w
+        sums[new] = x * w
+        counts[new] = w
+
+
+def average_centers(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """sums / counts; a cluster of zero weight (after relocation) goes where scikit-learn's ``_average_centers``
+    puts it: on the heaviest cluster, whose row it reads in index order (its sum before it is averaged, its
+    mean after)."""
+    filled = counts > 0
+    new = sums / torch.where(filled, counts, 1.0)[:, None]
+    if bool(filled.all()):
+        return new
+    big = counts.argmax()
+    before = torch.arange(counts.shape[0], device=counts.device)[:, None] < big
+    return torch.where(filled[:, None], new, torch.where(before, sums[big], new[big]))
+
+
+def inertia(X: torch.Tensor, centers: torch.Tensor, labels: torch.Tensor,
+            sample_weight: torch.Tensor | None = None) -> float:
+    """sum_i w_i ||x_i - centers[labels_i]||^2 in float64 (direct differences, row blocks)."""
+    centers = centers.to(device=X.device, dtype=torch.float64)
+    w = None if sample_weight is None else sample_weight.to(device=X.device, dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64, device=X.device)
+    rows = max(1, SCORE_BLOCK_BYTES // (8 * X.shape[1]))
+    for r0 in range(0, X.shape[0], rows):
+        dist = (X[r0 : r0 + rows].double() - centers[labels[r0 : r0 + rows]]).square_().sum(1)
+        total += dist.sum() if w is None else w[r0 : r0 + rows] @ dist
+    return float(total)
+
+
+def same_clustering(a: torch.Tensor, b: torch.Tensor, n_clusters: int) -> bool:
+    """scikit-learn's ``_is_same_clustering``: each label of ``a`` maps to one label of ``b``."""
+    return torch.unique(a * n_clusters + b).numel() == torch.unique(a).numel()
 
 
 def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: float,
-          max_iter: int = KMEANS_MAX_ITER, fused: bool | None = None, precision: str = "tf32x3"):
+          max_iter: int = KMEANS_MAX_ITER, fused: bool | None = None, precision: str = "tf32x3",
+          sample_weight: torch.Tensor | None = None, verbose: bool = False):
     """Lloyd's k-means from ``centers``: (labels (N,), centers (K, d) float64, iterations).
 
     ``tol`` is absolute; stops when no label changes or the squared center shift is <= tol. ``fused``: the
-    kernels (None: where they run), else torch ops."""
+    kernels (None: where they run), else torch ops; ``sample_weight`` (N,): weighted sums and counts, and the
+    weighted relocation of empty clusters; ``verbose``: scikit-learn's messages."""
     K = centers.shape[0]
     check_score_range(X, center)
-    assign = kmeans_assign.Assigner(X, center, K, precision) if _fused(X, fused) else _Assignment(X, center, K)
+    if _fused(X, fused):
+        weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+        assign = kmeans_assign.Assigner(X, center, K, precision, **weights)
+    else:
+        assign = _Assignment(X, center, K, sample_weight=sample_weight)
     centers = centers.double()
     labels = torch.full((X.shape[0],), -1, dtype=torch.int64, device=X.device)
     strict = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         sums, counts, changed = assign(centers, labels)
-        new = sums / counts.clamp_min(1.0)[:, None]
+        new = sums / torch.where(counts > 0, counts, 1.0)[:, None]
         shift = (new - centers).square().sum()
         n_changed, n_empty, shift = torch.stack([changed.double(), (counts == 0).sum().double(), shift]).tolist()
         if n_empty:
-            relocate_empty_clusters(X, centers, labels, sums, counts)
-            new = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1.0)[:, None], sums)
+            relocate_empty_clusters(X, centers, labels, sums, counts, sample_weight)
+            new = average_centers(sums, counts)
             shift = float((new - centers).square().sum())
+        if verbose:
+            print(f"Iteration {n_iter - 1}, inertia {inertia(X, centers, labels, sample_weight)}.")
         centers = new
         if n_changed == 0:
             strict = True
+            if verbose:
+                print(f"Converged at iteration {n_iter - 1}: strict convergence.")
             break
         if shift <= tol:
+            if verbose:
+                print(f"Converged at iteration {n_iter - 1}: center shift {shift} within tolerance {tol}.")
             break
     if not strict:
         assign(centers, labels, update=False)  # labels of the returned centers
     return labels, centers, n_iter
 
 
+class KMeansResult(NamedTuple):
+    """The best run of :func:`kmeans`: labels (N,) int64 and centers (K, d) float64 on X's device, Lloyd
+    iterations, float64 inertia."""
+    labels: torch.Tensor
+    centers: torch.Tensor
+    n_iter: int
+    inertia: float
+
+
 def kmeans(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
            column_variance_mean: float, tol: float = KMEANS_TOL, max_iter: int = KMEANS_MAX_ITER,
-           fused: bool | None = None):
-    """``KMeans(n_clusters, n_init=1)`` with scikit-learn's defaults: (labels, centers, iterations);
-    ``column_variance_mean`` scales tol."""
-    seeds = kmeans_plusplus(X, n_clusters, random_state, center, fused=fused)
-    return lloyd(X, X[seeds], center, tol * column_variance_mean, max_iter, fused=fused)
+           fused: bool | None = None, *, init="k-means++", n_init: int = 1, sample_weight: torch.Tensor | None = None,
+           precision: str = "tf32x3", verbose: bool = False) -> KMeansResult:
+    """scikit-learn's ``KMeans(n_clusters, init=init, n_init=n_init, tol=tol, max_iter=max_iter).fit(X,
+    sample_weight=sample_weight)`` (defaults: k-means++, one run): its draws from ``random_state`` in its
+    order, the run of lowest inertia kept (a later run only if it is another clustering).
+
+    ``init``: "k-means++", "random", the initial centers (K, d), or a function of ``random_state`` giving them
+    (in X's coordinates); ``column_variance_mean`` scales tol; ``fused``, ``precision``: :func:`lloyd`'s."""
+    fused = _fused(X, fused)
+    x_sq = None
+    if isinstance(init, str) and init == "k-means++" and (not fused or sample_weight is not None):
+        x_sq = centered_sq_norms(X, center)  # the torch seeding's, once for all runs
+    best = None
+    for _ in range(n_init):
+        if isinstance(init, str) and init == "k-means++":
+            centers = X[kmeans_plusplus(X, n_clusters, random_state, center, x_sq, fused, sample_weight)]
+        elif isinstance(init, str) and init == "random":
+            np_dtype = np.float32 if X.dtype == torch.float32 else np.float64
+            rows = random_rows(X.shape[0], n_clusters, random_state, sample_weight, np_dtype)
+            centers = X[torch.as_tensor(rows, device=X.device)]
+        elif isinstance(init, str):
+            raise ValueError(f"init must be 'k-means++', 'random', centers or a function, got {init!r}")
+        else:
+            centers = init(random_state) if callable(init) else init
+        if verbose:
+            print("Initialization complete")
+        labels, centers, n_iter = lloyd(X, centers, center, tol * column_variance_mean, max_iter, fused=fused,
+                                        precision=precision, sample_weight=sample_weight, verbose=verbose)
+        run = KMeansResult(labels, centers, n_iter, inertia(X, centers, labels, sample_weight))
+        if best is None or (run.inertia < best.inertia and not same_clustering(labels, best.labels, n_clusters)):
+            best = run
+    return best

@@ -31,7 +31,7 @@ def initial_moments(X: torch.Tensor, n_components: int, init_params: str, random
         s = X[rows].double() - center
         return torch.ones(K, dtype=torch.float64, device=dev), s, s * s if second == "diag" else s[:, :, None] * s[:, None]
     if init_params == "kmeans":
-        labels, _, _ = kmeans(X, K, random_state, center, column_variance_mean)
+        labels = kmeans(X, K, random_state, center, column_variance_mean).labels
         return _moments(X, center, K, lambda r0, r1: _one_hot(labels[r0:r1], K), second)
     if init_params == "random":
         generator = torch.Generator(device=dev).manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))

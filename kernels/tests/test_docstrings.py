@@ -8,7 +8,7 @@ import pytest
 import turbo_gmm
 
 FUNCTIONS_AND_CLASSES = [n for n in turbo_gmm.__all__ if inspect.isfunction(getattr(turbo_gmm, n))
-                         or n in ("GaussianMixture",)]
+                         or n in ("GaussianMixture", "KMeans")]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS_AND_CLASSES)

@@ -184,8 +184,8 @@ def test_kmeans_is_scikit_learns_kmeans_with_the_same_random_state(seed, fused):
     X, _ = separated(N=2500, K=5, d=4, seed=seed)
     X = X if fused else X.astype(np.float64)
     dev = _device() if fused else "cpu"
-    labels, centers, n_iter = kmeans(torch.from_numpy(X).to(dev), 9, np.random.RandomState(seed), _center(X).to(dev),
-                                     float(X.astype(np.float64).var(0).mean()), fused=fused)
+    labels, centers, n_iter, _ = kmeans(torch.from_numpy(X).to(dev), 9, np.random.RandomState(seed), _center(X).to(dev),
+                                        float(X.astype(np.float64).var(0).mean()), fused=fused)
     labels, centers = labels.cpu(), centers.cpu()
     km = KMeans(9, n_init=1, random_state=seed).fit(X.astype(np.float64))
     assert n_iter == km.n_iter_ and km.n_iter_ > 1
@@ -248,8 +248,8 @@ def test_range_check_passes_only_where_kmeans_is_exact_scaling(fused):
             break
         exponent += 1
     assert 32 < exponent < 64  # float32's range: the squared spread of iris fits below 2^128
-    labels, centers, n_iter = run(1.0)
-    big_labels, big_centers, big_n_iter = run(2.0**exponent)
+    labels, centers, n_iter, _ = run(1.0)
+    big_labels, big_centers, big_n_iter, _ = run(2.0**exponent)
     assert (big_labels.cpu() == labels.cpu()).all() and big_n_iter == n_iter
     np.testing.assert_array_equal(big_centers.cpu().numpy(), centers.cpu().numpy() * 2.0**exponent)
     with pytest.raises(Float32RangeError):
