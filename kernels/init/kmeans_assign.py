@@ -99,6 +99,9 @@ def _lloyd_kernel(
         row_ok = rows < N
         ok = row_ok[:, None] & col_ok[None, :]
         x = tl.load(X + rows[:, None] * d + cols[None, :], mask=ok, other=0.0)
+        # the previous labels, read before anything of this tile is stored: the store below may be issued by other
+        # threads than this load's, which nothing orders after it in the same statement's neighbourhood
+        old = tl.load(labels + rows, mask=row_ok, other=0)
         xc = tl.where(ok, x - c[None, :], 0.0)
         xa, xb = _operands(xc, PRECISION)
         # every score within `slack` of the computed best may be the exact best (turbo_gmm.init.kmeans.score_slack)
@@ -150,7 +153,6 @@ def _lloyd_kernel(
                 exact = tl.where(closer, dk, exact)
                 exact_k = tl.where(closer, k, exact_k)
             best_k = tl.where(crowded, exact_k, best_k)
-        old = tl.load(labels + rows, mask=row_ok, other=0)
         n_changed += ((old != best_k.to(tl.int64)) & row_ok).to(tl.int32)
         tl.store(labels + rows, best_k.to(tl.int64), mask=row_ok)
         if UPDATE:
