@@ -20,7 +20,7 @@ PLATFORM ?= manylinux_2_28_x86_64
 WHEELHOUSE ?= wheelhouse
 WHEELS_MIN := $(foreach p,hydra-core omegaconf antlr4-python3-runtime gmmx pomegranate apricot-select nose \
   nvidia-ml-py hydra-joblib-launcher hydra-submitit-launcher submitit cloudpickle pytest-xdist execnet hypothesis \
-  sortedcontainers attrs,$(call pin,$(p)))
+  sortedcontainers attrs flash-kmeans,$(call pin,$(p)))
 WHEELS_ALL := $(WHEELS_MIN) $(foreach p,pyyaml numba llvmlite networkx tqdm psutil mpmath pandas python-dateutil \
   tzdata matplotlib contourpy cycler kiwisolver fonttools pillow pyparsing scikit-learn scipy joblib threadpoolctl \
   pytest iniconfig pluggy pygments packaging pytorch-lightning torchmetrics lightning-utilities fsspec \

@@ -33,6 +33,9 @@ arrays), ``opts`` the arm's ``options`` mapping from its YAML plus ``reg_covar``
 variances as the library returns them (torch, JAX or NumPy arrays), the iteration count the
 library reports and per-row ``info``. The records sit in ``kernels/records.py``, on the
 ground floor, because the harness, the library's distributed EM and every arm use them.
+
+The k-means arms (``arms/kmeans_*.py``, ``protocol: kmeans``) have a contract of their own, ``prepare_lloyd`` and
+``prepare_fit`` returning a :class:`arms.kmeans.KMeansFit`: see ``arms/kmeans.py``.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ For each results/<device>/: table1.csv -> table1.md/.tex, fig1_latency, fig_memo
 smoke.csv -> smoke_table1.md/.tex, smoke_fig1_latency; dispatch.csv -> fig_dispatch;
 ablation.csv -> fig2_ablation; conditioning.csv -> fig_conditioning; e2e.csv -> e2e.md, fig_e2e
 (e2e_smoke.csv -> e2e_smoke.md, e2e_smoke_fig); full.csv -> full.md, fig_full (full_smoke.csv ->
-full_smoke.md, full_smoke_fig); ncu/*.raw.csv -> counters.md (what bounds each profiled kernel); and
+full_smoke.md, full_smoke_fig); kmeans.csv -> kmeans.md, fig_kmeans (kmeans_smoke.csv -> kmeans_smoke.md,
+kmeans_smoke_fig); ncu/*.raw.csv -> counters.md (what bounds each profiled kernel); and
 claims.md wherever one of the paper's CSVs exists. A missing CSV is reported and skipped; so is an empty or
 unreadable one (a header only, bytes that are not UTF-8 text), and a renderer that fails on its CSV: the
 line names it, and the other tables, figures and device folders are rendered.
@@ -17,8 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_full, fig_memory,
-                     table1, table_counters, table_e2e, table_fp64, table_full, turbo_summary)
+from figures import (claims, fig1_latency, fig2_ablation, fig_conditioning, fig_dispatch, fig_e2e, fig_full, fig_kmeans,
+                     fig_memory, table1, table_counters, table_e2e, table_fp64, table_full, table_kmeans, turbo_summary)
 from harness.results import read_csv
 
 PAPER_KEEP_REJECTED = {("flash_gmm", "1M_4096_32")}  # §5.1's one disclosed exception, flagged where it is drawn
@@ -42,6 +43,8 @@ RENDERERS = {
     "e2e_smoke": [table_e2e.render, fig_e2e.render],
     "full": [table_full.render, fig_full.render],
     "full_smoke": [table_full.render, fig_full.render],
+    "kmeans": [table_kmeans.render, fig_kmeans.render],
+    "kmeans_smoke": [table_kmeans.render, fig_kmeans.render],
 }
 CLAIM_SOURCES = ("table1", "dispatch", "ablation", "d128_control", "d128_published", "exactness", "conditioning")
 

@@ -12,9 +12,14 @@ Two protocols (``protocol`` in the composed config). ``fixed_init`` (Table 1 and
 ``n_iter`` EM iterations from the shared init, ``reps`` timed calls of the arm's ``prepare``. ``e2e``:
 each arm's own ``fit`` from its own default initialization to convergence (``e2e.tol``, at most
 ``e2e.max_iter`` iterations, held in ``n_iter``), ``warmups`` untimed and ``reps`` timed fits per input,
-the arm's ``prepare_e2e``; reps, warmups and timeout come from the arm's ``e2e`` block. The digest of a
-``fixed_init`` cell covers exactly what it covered before the protocol field existed, so the committed
-records keep their keys; an ``e2e`` cell's digest adds the protocol, tol and warmups.
+the arm's ``prepare_e2e``; reps, warmups and timeout come from the arm's ``e2e`` block. ``kmeans`` (the k-means
+arms, ``conf/arm/kmeans_*.yaml``, which list it in their ``protocols``): ``kmeans.iterations`` Lloyd iterations
+from the shared k-means++ seeds, then the library's own fit, on data of ``data_components`` = ceil(K /
+``kmeans.clusters_per_component``) components; warmups, reps, e2e_reps and timeout from the arm's ``kmeans``
+block. An arm runs only under the protocols its YAML lists (``protocols``; fixed_init and e2e where it lists
+none). The digest of a ``fixed_init`` cell covers exactly what it covered before the protocol field existed, so
+the committed records keep their keys; an ``e2e`` cell's digest adds the protocol, tol and warmups, a ``kmeans``
+cell's those and e2e_reps and data_components.
 
 ``covariance_type`` (an experiment-level setting, ``diag`` by default; ``full`` for experiment=full): the
 form of every arm's covariances, its shared init and its gate. A ``diag`` cell's digest and record are what
@@ -37,7 +42,8 @@ from turbo_gmm.datasets import validate_shape
 
 SEED_MAX = 2**32 - 1  # the data generator mixes the seed into int64 counters
 DIGEST_CHARS = 10
-PROTOCOLS = ("fixed_init", "e2e")
+PROTOCOLS = ("fixed_init", "e2e", "kmeans")
+ARM_PROTOCOLS = ("fixed_init", "e2e")  # what an arm runs under where its YAML lists no protocols
 COVARIANCE_TYPES = ("diag", "full")
 
 
@@ -96,6 +102,11 @@ def _sizes(shape_name: str, N, K, d) -> None:
         raise SettingError(f"shape {shape_name}: N*d={N * d} elements of X: must be at most 2**63-1 (int64)")
 
 
+def data_components(K: int, clusters_per_component: int) -> int:
+    """Components of a k-means cell's data (harness/kmeans.py): K clusters, ``clusters_per_component`` each."""
+    return max(1, math.ceil(K / clusters_per_component))
+
+
 def _safe(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", s)
 
@@ -124,14 +135,17 @@ class CellSpec:
     tol: float | None = None  # e2e: the convergence threshold given to every arm; None under fixed_init
     warmups: int = 1  # untimed calls before the timed ones (fixed_init: always the one warm-up call)
     covariance_type: str = "diag"  # or "full" (COVARIANCE_TYPES): the covariances every arm fits and the gate scores
+    e2e_reps: int | None = None  # kmeans: timed own fits (reps: timed Lloyd runs); None under the other protocols
+    data_components: int | None = None  # kmeans: components of the generated data; None: K (the other protocols)
 
     # what determines the result; experiment, labels and regimes only name and file it
     IDENTITY = ("arm", "module", "numerics", "options", "N", "K", "d", "seed", "n_iter", "reps",
                 "reg_covar", "ari_rows", "timeout_s", "env")
     E2E_IDENTITY = ("protocol", "tol", "warmups")  # added to the identity of an e2e cell
     COVARIANCE_IDENTITY = ("covariance_type",)  # added to the identity of a cell whose type is not diag
-    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1,
-                         "covariance_type": "diag"}  # records made before the fields
+    KMEANS_IDENTITY = ("e2e_reps", "data_components")  # added, beside E2E_IDENTITY, to a kmeans cell's identity
+    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1, "covariance_type": "diag",
+                         "e2e_reps": None, "data_components": None}  # records made before the fields
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, environ: Mapping[str, str] = os.environ) -> "CellSpec":
@@ -156,7 +170,27 @@ class CellSpec:
             raise SettingError(f"covariance_type={covariance_type!r}: must be one of {', '.join(COVARIANCE_TYPES)}")
         if covariance_type != "diag" and protocol != "fixed_init":  # the arms' own fits (prepare_e2e) are diagonal
             raise SettingError(f"covariance_type={covariance_type}: runs under protocol fixed_init only")
-        if protocol == "e2e":  # the arm's own fit: its e2e block drives the clock, else its reps and timeout
+        arm_name = _text("arm.name", _value(cfg, "arm.name"))
+        listed = _value(cfg, "arm.protocols")
+        arm_protocols = tuple(listed) if listed is not None else ARM_PROTOCOLS
+        if protocol not in arm_protocols:
+            if protocol == "kmeans":
+                raise SettingError(f"arm={arm_name} has no k-means fit: protocol=kmeans runs the k-means arms "
+                                   "(conf/arm/kmeans_*.yaml)")
+            hint = " (experiment=kmeans, or protocol=kmeans on the command line)" if "kmeans" in arm_protocols else ""
+            raise SettingError(f"arm={arm_name} runs under protocol={' or '.join(arm_protocols)} only, not "
+                               f"protocol={protocol}{hint}")
+        extra = {}
+        if protocol == "kmeans":  # the arm's kmeans block drives the clock (harness/PROTOCOL.md, the k-means protocol)
+            driven = dict(n_iter=_integer("kmeans.iterations", _value(cfg, "kmeans.iterations"), 1),
+                          reps=_integer("arm.kmeans.reps", _value(cfg, "arm.kmeans.reps"), 1),
+                          warmups=_integer("arm.kmeans.warmups", _value(cfg, "arm.kmeans.warmups"), 0),
+                          timeout=_number("arm.kmeans.timeout_s", _value(cfg, "arm.kmeans.timeout_s"), positive=True),
+                          tol=None)
+            per = _integer("kmeans.clusters_per_component", _value(cfg, "kmeans.clusters_per_component"), 1)
+            extra = dict(e2e_reps=_integer("arm.kmeans.e2e_reps", _value(cfg, "arm.kmeans.e2e_reps"), 1),
+                         data_components=data_components(K, per))
+        elif protocol == "e2e":  # the arm's own fit: its e2e block drives the clock, else its reps and timeout
             block = "arm.e2e" if _value(cfg, "arm.e2e") is not None else "arm"
             driven = dict(n_iter=_integer("e2e.max_iter", _value(cfg, "e2e.max_iter"), 1),
                           reps=_integer(f"{block}.reps", _value(cfg, f"{block}.reps"), 1),
@@ -170,7 +204,7 @@ class CellSpec:
                           timeout=_number("arm.timeout_s", _value(cfg, "arm.timeout_s"), positive=True), tol=None)
         return cls(
             experiment=plain_name("experiment_name", _text("experiment_name", _value(cfg, "experiment_name"))),
-            arm=_text("arm.name", _value(cfg, "arm.name")),
+            arm=arm_name,
             module=_text("arm.module", _value(cfg, "arm.module")),
             label=_text("arm.label", _value(cfg, "arm.label")),
             numerics=_text("arm.numerics", _value(cfg, "arm.numerics")),
@@ -186,6 +220,7 @@ class CellSpec:
             timeout_s=driven["timeout"] * _number("timeout_scale", _value(cfg, "timeout_scale"), positive=True),
             env=tuple((k, environ[k]) for k in sorted(_value(cfg, "code_env") or ()) if k in environ),
             protocol=protocol, tol=driven["tol"], warmups=driven["warmups"], covariance_type=covariance_type,
+            **extra,
         )
 
     @classmethod
@@ -206,6 +241,9 @@ class CellSpec:
         if self.protocol == "fixed_init":
             for k in self.E2E_IDENTITY:
                 del spec[k]
+        if self.protocol != "kmeans":
+            for k in self.KMEANS_IDENTITY:
+                del spec[k]
         if self.covariance_type == "diag":
             del spec["covariance_type"]
         return spec
@@ -219,6 +257,7 @@ class CellSpec:
         """Stable digest of the fields that determine the result (canonical JSON, SHA-256)."""
         spec = self.as_dict()
         keys = (self.IDENTITY + (self.E2E_IDENTITY if self.protocol != "fixed_init" else ())
+                + (self.KMEANS_IDENTITY if self.protocol == "kmeans" else ())
                 + (self.COVARIANCE_IDENTITY if self.covariance_type != "diag" else ()))
         identity = json.dumps({k: spec[k] for k in keys}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(identity.encode()).hexdigest()[:DIGEST_CHARS]
@@ -232,13 +271,17 @@ class CellSpec:
         """One line for people: the arm, the sizes and the options."""
         opts = " ".join(f"{k}={v}" for k, v in self.options)
         e2e = f", e2e to tol {self.tol:g} within {self.n_iter} iterations" if self.protocol == "e2e" else ""
+        if self.protocol == "kmeans":
+            e2e = (f", k-means: {self.n_iter} Lloyd iterations from the shared seeds, then its own fit; data of "
+                   f"{self.data_components} component{'s' if self.data_components != 1 else ''}")
         cov = f", {self.covariance_type} covariances" if self.covariance_type != "diag" else ""
         return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e}{cov})"
 
     def row(self) -> dict:
         """The CSV columns the spec decides (the worker's report may refine algorithm and precision)."""
         opts = self.options_dict
-        return {"experiment": self.experiment, "arm": self.arm, "label": self.label, "shape": self.shape,
+        kmeans = {"data_components": self.data_components} if self.protocol == "kmeans" else {}
+        return {**kmeans, "experiment": self.experiment, "arm": self.arm, "label": self.label, "shape": self.shape,
                 "N": self.N, "K": self.K, "d": self.d, "regimes": ";".join(self.regimes), "seed": self.seed,
                 "numerics": self.numerics, "algorithm": opts.get("algorithm", ""),
                 "precision": opts.get("precision", self.numerics), "n_iter": self.n_iter, "reps": self.reps,

@@ -29,10 +29,10 @@ from harness import caches
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ["torch", "triton", "jax", "jaxlib", "gmmx", "scikit-learn", "pomegranate", "torchgmm",
             "cuvs-cu12", "cuvs-cu13", "cupy-cuda12x", "cupy-cuda13x", "numpy", "scipy", "hydra-core",
-            "omegaconf", "pandas", "nvidia-ml-py", "pytorch-lightning"]
+            "omegaconf", "pandas", "nvidia-ml-py", "pytorch-lightning", "flash-kmeans", "faiss-gpu-cu12", "faiss-cpu"]
 # import names whose __version__ the worker records when the arm actually imported them
 MODULES = ["torch", "triton", "jax", "jaxlib", "gmmx", "sklearn", "pomegranate", "torchgmm", "cuvs",
-           "cupy", "numpy", "scipy", "pytorch_lightning"]
+           "cupy", "numpy", "scipy", "pytorch_lightning", "flash_kmeans", "faiss"]
 
 
 def gpu_name() -> str | None:

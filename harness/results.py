@@ -45,10 +45,16 @@ COLUMNS = [
     "protocol", "tol", "iterations", "e2e_wall_s_host", "e2e_wall_s_device", "transfer_s", "validation_s", "init_s",
     "em_s", "other_s", "unsplit_s",
     "covariance_type",  # diag (empty in records made before the field) or full
+    # protocol kmeans (Lloyd from the shared seeds in the columns above; the library's own fit in the e2e_* ones)
+    "data_components", "inertia", "reference_inertia", "rel_inertia_diff", "e2e_status", "e2e_gate", "e2e_wall_s",
+    "e2e_inertia", "e2e_reference", "e2e_rel_inertia_diff",
 ]
 # The reference arm of a shape's agreement columns, by protocol: Table 1 compares with Turbo-GMM from the
 # shared init; the e2e fits, each from its own initialization, with scikit-learn's.
 REFERENCE_ARM = {"fixed_init": "turbo_gmm", "e2e": "sklearn"}
+# The k-means protocol's reference: scikit-learn's Lloyd from the same seeds where its fit at the shape is valid,
+# else the float64 Lloyd every k-means cell computes (gate/kmeans.py); its own fit: scikit-learn's, else that Lloyd.
+KMEANS_REFERENCE_ARM, FLOAT64_LLOYD = "kmeans_sklearn", "float64 Lloyd"
 JSON_COLUMNS = ("rep_seconds", "info", "versions")
 
 
@@ -99,8 +105,9 @@ def read_record(path: Path) -> tuple[dict, np.ndarray | None]:
             raise UnreadableRecord(f"status ok but rep_seconds={secs!r}")
         if not isinstance(rec.get("gate"), str):
             raise UnreadableRecord(f"status ok but gate={rec.get('gate')!r}")
-        if rec["gate"] == "valid" and not (_number(rec.get("ll_per_point")) and "data_checksum" in rec):
-            raise UnreadableRecord("a valid fit without a finite ll_per_point or a data_checksum")
+        score = "inertia" if rec.get("protocol") == "kmeans" else "ll_per_point"
+        if rec["gate"] == "valid" and not (_number(rec.get(score)) and "data_checksum" in rec):
+            raise UnreadableRecord(f"a valid fit without a finite {score} or a data_checksum")
     labels = None
     if rec.get("params_file"):
         npz = path.parent.parent / rec["params_file"]
@@ -217,6 +224,8 @@ def _derive_dispatch(rows: list[dict], gpu: str | None) -> None:
     from turbo_gmm.dispatch import choose_algorithm  # here: figures import this module, and import no kernels
 
     for r in rows:  # no GPU: the paper's A100 rule
+        if _protocol(r) == "kmeans":  # the GMM kernels' rule says nothing of a k-means cell
+            continue
         r["dispatch_choice"] = choose_algorithm(r["K"], r["d"], gpu or "no GPU", r.get("precision") or "tf32x3")
 
 
@@ -226,9 +235,12 @@ def _protocol(row: dict) -> str:
 
 def _derive_timing(row: dict, rates: dict) -> None:
     secs = row.get("rep_seconds") or []
-    if not secs or _protocol(row) != "fixed_init":  # an e2e fit's iterations are its own: no ms/iter
+    if not secs or _protocol(row) == "e2e":  # an e2e fit's iterations are its own: no ms/iter
         return
-    ms = [1e3 * s / row["n_iter"] for s in secs]
+    iterations = row["n_iter"]
+    if _protocol(row) == "kmeans":  # Lloyd: the iterations it ran (a fixed point may come before n_iter)
+        iterations = row.get("n_iter_reported") or row["n_iter"]
+    ms = [1e3 * s / iterations for s in secs]
     row["ms_per_iter_min"] = min(ms)
     row["ms_per_iter_median"] = statistics.median(ms)
     row["ms_per_iter_spread"] = max(ms) - min(ms)
@@ -237,7 +249,7 @@ def _derive_timing(row: dict, rates: dict) -> None:
     row["x_gb_per_s"] = N * d * 4 / t / 1e9
     if rates.get("hbm_read_gb_per_s"):
         row["hbm_fraction"] = row["x_gb_per_s"] / rates["hbm_read_gb_per_s"]
-    if (row.get("covariance_type") or "diag") != "diag":  # 8NKd is the diagonal count (full: figures/table_full.py)
+    if (row.get("covariance_type") or "diag") != "diag" or _protocol(row) == "kmeans":  # 8NKd: diagonal EM's count
         return
     floor = diagonal_ms(N, K, d, row.get("precision") or "fp32", rates)
     if floor is not None:
@@ -271,7 +283,7 @@ def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
     rank = {a: i for i, a in enumerate(order)}
     groups: dict = {}
     for r in rows:
-        if r.get("gate") == "valid":
+        if r.get("gate") == "valid" and _protocol(r) in REFERENCE_ARM:
             key = (_protocol(r), r["shape"], r["N"], r["K"], r["d"], r["seed"], r["data_checksum"])
             groups.setdefault(key, []).append(r)
     for (protocol, *_), members in groups.items():
@@ -293,6 +305,52 @@ def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
             if why is not None:
                 print(f"warning: cell {r['cell_key']}: no ARI against {ref['cell_key']} ({why}); its row is written "
                       "without one", file=sys.stderr, flush=True)
+
+
+def _npz_array(exp_dir: Path, row: dict, name: str):
+    """Array ``name`` of the row's parameter file, None where there is none."""
+    if not row.get("params_file"):
+        return None
+    with np.load(Path(exp_dir) / row["params_file"]) as z:
+        return z[name] if name in z.files else None
+
+
+def _derive_kmeans(rows: list[dict], labels: dict, exp_dir: Path) -> None:
+    """The k-means rows' agreement columns: for the Lloyd measurement, ``rel_inertia_diff`` (inertia over the
+    reference's, minus 1) and the ARI of the subsample labels against the reference's, the reference being
+    KMEANS_REFERENCE_ARM's valid row of the same shape, data and seeds (``info.seeds_sha``), else the row's own
+    float64 Lloyd (``reference_inertia``, its ``reference_labels``); for the own fit, ``e2e_rel_inertia_diff``
+    against that arm's own fit where it ran and is valid, else against the same float64 Lloyd."""
+    from sklearn.metrics import adjusted_rand_score
+
+    groups: dict = {}
+    for r in rows:
+        if _protocol(r) == "kmeans" and r.get("status") == "ok":
+            seeds = (r.get("info") or {}).get("seeds_sha")
+            key = (r["shape"], r["N"], r["K"], r["d"], r["seed"], r.get("data_checksum"), r["n_iter"], seeds)
+            groups.setdefault(key, []).append(r)
+    for members in groups.values():
+        ref = next((r for r in sorted(members, key=lambda r: r.get("timestamp") or "", reverse=True)
+                    if r["arm"] == KMEANS_REFERENCE_ARM and r.get("gate") == "valid"), None)
+        own_ref = next((r for r in sorted(members, key=lambda r: r.get("timestamp") or "", reverse=True)
+                        if r["arm"] == KMEANS_REFERENCE_ARM and r.get("e2e_gate") == "valid"), None)
+        for r in members:
+            if _number(r.get("inertia")):
+                if ref is not None:
+                    r["reference_arm"], base, ref_labels = ref["arm"], ref["inertia"], labels.get(ref["cell_key"])
+                else:
+                    r["reference_arm"], base = FLOAT64_LLOYD, r.get("reference_inertia")
+                    ref_labels = _npz_array(exp_dir, r, "reference_labels")
+                if _number(base) and base > 0:
+                    r["rel_inertia_diff"] = r["inertia"] / base - 1.0
+                lab = labels.get(r["cell_key"])
+                if lab is not None and ref_labels is not None and _comparable_labels(ref_labels, lab) is None:
+                    r["ari"] = adjusted_rand_score(ref_labels, lab)
+            if _number(r.get("e2e_inertia")):
+                r["e2e_reference"], base = ((own_ref["arm"], own_ref["e2e_inertia"]) if own_ref is not None
+                                            else (FLOAT64_LLOYD, r.get("reference_inertia")))
+                if _number(base) and base > 0:
+                    r["e2e_rel_inertia_diff"] = r["e2e_inertia"] / base - 1.0
 
 
 def _cell(v):
@@ -326,6 +384,7 @@ def collect(exp_dir: Path, order: list[str] | None = None) -> Path:
             _derive_timing(r, rates)
         _derive_dispatch(rows, env.get("gpu"))
         _derive_agreement(rows, labels, order)
+        _derive_kmeans(rows, labels, exp_dir)
         rank = {a: i for i, a in enumerate(order)}
         rows.sort(key=lambda r: (r["N"], r["K"], r["d"], r["shape"], *_arm_rank(r, rank)))
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")

@@ -3,8 +3,10 @@
 The runner never raises on a failing arm: whatever happens in the worker ends as one record with
 a status (``ok``, ``unavailable: <reason>``, ``fail (OOM)``, ``fail (OutOfResources)``,
 ``fail (TIMEOUT)``, ``fail (ERROR: <last line>)``), the experiment CSV is re-collected, and the
-sweep goes on. The runner is the record's one writer: the worker reports into a scratch folder
-and the runner files its report, parameters and wall time under the cell key. A cell is claimed
+sweep goes on (a k-means cell's worker files its Lloyd measurement before the library's own fit: a failure of that
+fit is classified into the record's ``e2e_status`` and the measurement kept). The runner is the record's one
+writer: the worker reports into a scratch folder and the runner files its report, parameters and wall time under
+the cell key. A cell is claimed
 by an exclusive lock beside its record for as long as its runner or worker lives, so two sweeps
 never run one cell at once: the second waits, then skips the cell the first recorded. Settings no
 cell can run with, and a results folder that cannot be written, are refused before any work
@@ -202,8 +204,12 @@ def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock
     rec["concurrent_cells"] = running.most_others
 
     report = scratch / "report.json"
-    if returncode == 0 and not timed_out and report.exists():
+    finished = returncode == 0 and not timed_out
+    # a k-means worker files its Lloyd measurement before the library's own fit: a failure of that fit keeps it
+    if report.exists() and (finished or spec.protocol == "kmeans"):
         rec.update(json.loads(report.read_text()))
+        if not finished and rec.get("status") == "ok" and not rec.get("e2e_status"):
+            rec["e2e_status"] = classify(returncode, stderr, timed_out)
         if (scratch / "params.npz").exists():
             os.replace(scratch / "params.npz", npz)
             rec["params_file"] = f"cells/{npz.name}"
@@ -215,5 +221,6 @@ def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock
     rec.update(wall_s=wall_s, cell=spec.key, spec=spec.as_dict())
     results.write_json_atomic(rec_path, rec)
     shutil.rmtree(scratch, ignore_errors=True)
-    print(f"[harness] done {spec.key}: {rec['status']} {rec.get('gate') or ''} ({wall_s:.1f} s)", flush=True)
+    own = f" own fit: {rec['e2e_status']} {rec.get('e2e_gate') or ''}" if rec.get("e2e_status") else ""
+    print(f"[harness] done {spec.key}: {rec['status']} {rec.get('gate') or ''}{own} ({wall_s:.1f} s)", flush=True)
     return rec

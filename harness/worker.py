@@ -4,9 +4,9 @@ Started by harness/runner.py as ``python -m harness.worker '{"spec": ..., "scrat
 "runner_pid": ..., "cache_env": ...}'`` (cache_env: the compilation caches' variables, set before any
 library loads). It writes its report (``status`` ``ok``, ``unavailable: <reason>``, or
 ``unsupported: covariance_type=<type>`` for an arm whose ``COVARIANCE_TYPES`` lacks the cell's, and the
-measurements) and the parameter ``.npz`` into the scratch folder, for the runner to file as the
-cell's record; any exception is left to propagate, so the process exits non-zero with the
-traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
+measurements; under protocol kmeans, :func:`run_kmeans`) and the parameter ``.npz`` into the scratch
+folder, for the runner to file as the cell's record; any exception is left to propagate, so the process exits
+non-zero with the traceback on stderr and the runner classifies it (OOM, OutOfResources, ...). It never outlives its
 runner: a killed runner's worker would go on computing beside the next sweep's and spoil its timing.
 """
 from __future__ import annotations
@@ -173,10 +173,107 @@ def run_e2e(spec: CellSpec, scratch: Path) -> dict:
     return report
 
 
+def _timed(fn, reps: int, device: str) -> tuple[list[float], object]:
+    """``reps`` calls of ``fn`` between device synchronizations: (wall seconds of each, the fastest call's result)."""
+    seconds, best = [], None
+    for _ in range(reps):
+        _sync(device)
+        t0 = time.perf_counter()
+        out = fn()
+        _sync(device)
+        seconds.append(time.perf_counter() - t0)
+        if best is None or seconds[-1] < min(seconds[:-1]):
+            best = out
+    return seconds, best
+
+
+def run_kmeans(spec: CellSpec, scratch: Path) -> dict:
+    """The k-means protocol (harness/PROTOCOL.md): (a) the arm's Lloyd from the shared k-means++ seeds
+    (``warmups`` untimed, ``reps`` timed calls of ``n_iter`` iterations), gated against the float64 Lloyd
+    reference from the same seeds; the report is filed at once, so a failure of (b) keeps it; (b) the library's
+    own fit (``warmups`` untimed, ``e2e_reps`` timed), its failure classified into ``e2e_status`` as the runner
+    classifies a cell's. Every result's inertia is the gate's one float64 evaluation on X."""
+    import traceback
+
+    from gate.kmeans import lloyd_reference, rescore_kmeans
+    from harness.kmeans import shared_seeds
+    from harness.runner import classify
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    report_path = scratch / "report.json"
+    data = make_dataset(spec.N, spec.data_components, spec.d, spec.seed, device)
+    X = data.X
+    report = {"data_checksum": data.checksum}
+    opts = dict(spec.options_dict, numerics=spec.numerics, seed=spec.seed)
+    arm, reason = _arm_or_reason(spec, opts)
+    if reason:
+        return _unavailable(report, report_path, reason)
+    if not hasattr(arm, "prepare_lloyd"):
+        return _unavailable(report, report_path, "no k-means fit (protocol kmeans runs the kmeans_* arms)")
+    X_host = X.cpu().numpy()  # for the libraries that take a host array (shares memory on a CPU)
+    t0 = time.perf_counter()
+    seeds, seed_rows, info = shared_seeds(X, X_host, spec.K, spec.seed)
+    _sync(device)
+    info["seeding_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = lloyd_reference(X, seeds, spec.n_iter)
+    _sync(device)
+    info.update(reference="float64 Lloyd (gate.kmeans.lloyd_reference)", reference_iterations=ref.n_iter,
+                reference_s=time.perf_counter() - t0)
+    rows = label_rows(spec.N, spec.seed, spec.ari_rows)
+
+    lloyd = arm.prepare_lloyd(X, X_host, seeds.clone(), spec.n_iter, opts)
+    for _ in range(spec.warmups):  # untimed: JIT compilation, autotuning, allocator growth
+        lloyd()
+    _sync(device)
+    meter = PeakMeter(getattr(arm, "MEMORY", "rss"), device, arm)
+    meter.reset()
+    seconds, fit = _timed(lloyd, spec.reps, device)
+    peak, source = meter.read()
+    score = rescore_kmeans(X, to_numpy(fit.centers), ref.inertia, rows, spec.n_iter, fit.n_iter)
+    idx = torch.as_tensor(rows, device=X.device)
+    params = {"centers": to_numpy(fit.centers).astype(np.float32), "seeds": seeds.cpu().numpy(),
+              "seed_rows": seed_rows, "reference_centers": ref.centers.cpu().numpy(),
+              "label_rows": rows.astype(np.int64), "labels": score.labels,
+              "reference_labels": ref.labels[idx].cpu().numpy().astype(np.int32)}
+    write_npz_atomic(scratch / "params.npz", **params)
+    info.update(fit.info or {})
+    report.update(
+        status="ok", gate=score.gate, n_iter_reported=fit.n_iter, rep_seconds=seconds, inertia=score.inertia,
+        reference_inertia=ref.inertia, precision=info.get("precision", spec.numerics),
+        peak_mb=peak / MB, peak_source=source, info=info, versions=env.imported_versions(), e2e_status=None,
+    )
+    write_json_atomic(report_path, report)  # (a) filed: a failure of the own fit below keeps it
+
+    if not hasattr(arm, "prepare_fit"):
+        report["e2e_status"] = "unavailable: no end-to-end fit"
+    else:
+        try:
+            own = arm.prepare_fit(X, X_host, spec.K, opts)
+            for _ in range(spec.warmups):
+                own()
+            walls, best = _timed(own, spec.e2e_reps, device)
+            own_score = rescore_kmeans(X, to_numpy(best.centers))
+            params["e2e_centers"] = to_numpy(best.centers).astype(np.float32)
+            write_npz_atomic(scratch / "params.npz", **params)
+            report.update(e2e_status="ok", e2e_gate=own_score.gate, e2e_wall_s=min(walls), iterations=best.n_iter,
+                          e2e_inertia=own_score.inertia)
+            report["info"] = dict(info, e2e_rep_seconds=walls, e2e_info=best.info or {})
+        except Exception:  # noqa: BLE001 - classified as the runner classifies a cell (OOM, OutOfResources, ...)
+            text = traceback.format_exc()
+            print(text, file=sys.stderr, flush=True)
+            report["e2e_status"] = classify(1, text, False)
+    report["versions"] = env.imported_versions()
+    write_json_atomic(report_path, report)
+    return report
+
+
 def run(spec: CellSpec, scratch: Path) -> dict:
     """Measure the cell; writes and returns the report (``scratch/report.json``, ``scratch/params.npz``)."""
     if spec.protocol == "e2e":
         return run_e2e(spec, scratch)
+    if spec.protocol == "kmeans":
+        return run_kmeans(spec, scratch)
     N, K, d, seed, n_iter = spec.N, spec.K, spec.d, spec.seed, spec.n_iter
     device = "cuda" if torch.cuda.is_available() else "cpu"
     report_path = scratch / "report.json"

@@ -58,12 +58,17 @@ def test_every_arm_config_names_its_module(name):
 
 ABLATION_RUNGS = ["ablation_a1", "ablation_a2", "ablation_a3", "ablation_a4"]  # paper §5.4, not Table 1 arms
 E2E_ONLY_ARMS = ["turbo_gmm_sklearn_init"]  # Table 1's turbo_gmm under the fixed init; differs only end to end
+KMEANS_ARMS = ["kmeans_turbo_gmm", "kmeans_sklearn", "kmeans_flash_kmeans", "kmeans_cuvs", "kmeans_faiss"]  # protocol kmeans
 
 
-def test_arm_files_are_exactly_the_table_arms_the_ablation_rungs_and_the_e2e_variant():
-    assert sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml")) == sorted(ARMS + ABLATION_RUNGS + E2E_ONLY_ARMS)
+def test_arm_files_are_exactly_the_table_arms_the_ablation_rungs_the_e2e_variant_and_the_kmeans_arms():
+    assert sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml")) == sorted(
+        ARMS + ABLATION_RUNGS + E2E_ONLY_ARMS + KMEANS_ARMS)
     order = list(OmegaConf.load(REPO / "conf" / "config.yaml").arm_order)
-    assert [a for a in order if a not in E2E_ONLY_ARMS] == ARMS and set(E2E_ONLY_ARMS) <= set(order)
+    assert [a for a in order if a not in E2E_ONLY_ARMS + KMEANS_ARMS] == ARMS and set(E2E_ONLY_ARMS) <= set(order)
+    assert order[-len(KMEANS_ARMS):] == KMEANS_ARMS
+    for arm in KMEANS_ARMS:  # they run under protocol kmeans only (harness/tests/test_kmeans_experiment.py)
+        assert list(_compose(f"arm={arm}").arm.protocols) == ["kmeans"]
     e2e = _compose("experiment=e2e").hydra.sweeper.params.arm.split(",")
     assert set(E2E_ONLY_ARMS) <= set(e2e) and set(e2e) <= set(order)
 

@@ -35,7 +35,7 @@ def test_an_arm_without_an_e2e_block_runs_e2e_with_its_own_reps_and_timeout():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("protocol=fast", "protocol='fast': must be one of fixed_init, e2e"),
+    ("protocol=fast", "protocol='fast': must be one of fixed_init, e2e, kmeans"),
     ("e2e.tol=-1", "e2e.tol=-1: must be a finite number >= 0"),
     ("e2e.max_iter=0", "e2e.max_iter=0: must be an integer >= 1"),
 ])
