@@ -5,6 +5,13 @@ import argparse
 from pathlib import Path
 
 
+def pipe_table(header: list[str], table: list[list], notes: list[str]) -> str:
+    """A Markdown pipe table (cells' own pipes escaped), then the notes, a line each."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in table]
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
 def save(fig, csv_path, out_dir, stem: str) -> list[Path]:
     """Write ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` beside the CSV (or into
     ``out_dir``), close the figure and return the paths. The PDF carries no creation

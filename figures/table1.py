@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from figures import pipe_table
 from harness.results import arm_order, read_csv
 
 
@@ -134,9 +135,7 @@ HEADER = ["Shape", "Arm", "ms/iter", "Speedup vs Turbo-GMM", "Mem (MB)", "Gate"]
 
 
 def markdown(table: list[list[str]], notes: list[str]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
-    return "\n".join(lines + [""] + notes) + "\n"
+    return pipe_table(HEADER, table, notes)
 
 
 def _tex(s: str) -> str:

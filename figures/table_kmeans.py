@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from figures import csv_to_figure_cli
+from figures import csv_to_figure_cli, pipe_table
 from figures.table1 import run_notes, run_text, shape_key, shape_labels, sorted_rows, speedup_text
 from harness.results import read_csv
 
@@ -128,9 +128,7 @@ def table_rows(rows: list[dict]) -> list[list[str]]:
 
 
 def markdown(table: list[list[str]], notes: list[str]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in table]
-    return "\n".join(lines + [""] + notes) + "\n"
+    return pipe_table(HEADER, table, notes)
 
 
 def render(csv_path: Path, out_dir: Path | None = None) -> list[Path]:

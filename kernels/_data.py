@@ -293,3 +293,23 @@ def checked_sample_weight(sample_weight, N, K):
         raise ValueError(f"Expected n_samples with positive sample_weight >= n_components but got n_components = "
                          f"{K}, {np.count_nonzero(sw)} positive weights")
     return unit_mean_weights(torch.from_numpy(sw))[0].numpy()
+
+
+def fitted_input(estimator, X):
+    """(X, tensor, output) for a fitted estimator's predict-like method: a device array read in place (checked, its
+    features against ``n_features_in_``; ``tensor`` is it), anything else through scikit-learn's ``validate_data``
+    without reset (``tensor`` None); ``output`` puts results in X's framework (:func:`output_like`)."""
+    from sklearn.utils.validation import check_is_fitted, validate_data
+
+    check_is_fitted(estimator)
+    output = output_like(X)
+    tensor = device_tensor(X)
+    if tensor is not None and tensor.device.type == "cpu":
+        X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+    if tensor is None:
+        return validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32]), None, output
+    check_device_array(tensor, min_samples=1, contiguous=False)
+    if tensor.shape[1] != estimator.n_features_in_:
+        raise ValueError(f"X has {tensor.shape[1]} features, but {type(estimator).__name__} is expecting "
+                         f"{estimator.n_features_in_} features as input.")
+    return tensor, tensor, output

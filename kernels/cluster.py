@@ -16,11 +16,11 @@ from sklearn.cluster import KMeans as _SkKMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import (_check_sample_weight, _is_arraylike_not_scalar, check_array, check_is_fitted,
+from sklearn.utils.validation import (_check_sample_weight, _is_arraylike_not_scalar, check_array,
                                       validate_data)
 
 from ._column_sums import non_finite_message
-from ._data import check_device_array, device_tensor, output_like, upload
+from ._data import check_device_array, device_tensor, fitted_input, output_like, upload
 from .dispatch import FLOAT32_PRECISIONS, FP64, fp64_costs_nothing
 from .init.kmeans import SCORE_BLOCK_BYTES, kmeans
 from .init.kmeans_assign import MAX_FEATURES
@@ -320,20 +320,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
     def _blocks(self, X):
         """(N, float32 X, blocks, output): blocks yields (r0, r1, squared distances (rows, K) float64, nearest
         labels) on X's device (a device array) or the fitted device; output puts results in X's framework."""
-        check_is_fitted(self)
-        output = output_like(X)
-        tensor = device_tensor(X)
-        if tensor is not None and tensor.device.type == "cpu":
-            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+        X, tensor, output = fitted_input(self, X)
         if tensor is not None:
-            check_device_array(tensor, min_samples=1, contiguous=False)
-            if tensor.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {tensor.shape[1]} features, but {type(self).__name__} is expecting "
-                                 f"{self.n_features_in_} features as input.")
             _check_finite(tensor)
-            X, device, float32 = tensor, tensor.device, tensor.dtype == torch.float32
+            device, float32 = tensor.device, tensor.dtype == torch.float32
         else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
             device, float32 = data_backend(self.device)[2], X.dtype == np.float32
         C = torch.as_tensor(self.cluster_centers_, dtype=torch.float64, device=device)
         mean = C.mean(0)  # distances about the centers' mean: offset data keeps its digits

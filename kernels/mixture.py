@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._covariance import COVARIANCE_TYPES, COVARIANCES
-from ._data import check_device_array, checked_sample_weight, device_tensor, output_like
+from ._data import check_device_array, checked_sample_weight, device_tensor, fitted_input
 from ._fit_data import FitData, PhaseClock
 from ._column_sums import non_finite_message
 from ._interpreter import interpreter_mode
@@ -399,19 +399,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         device array, else the fitted backend's); results are gathered on ``out_device`` (X's for a
         device array, the host otherwise) and output(result) puts them in X's framework. ``floating``: the
         dtype scikit-learn's float results take, float32 where X and the fitted model both are, else float64."""
-        check_is_fitted(self)
-        output = output_like(X)
-        tensor = device_tensor(X)
-        if tensor is not None and tensor.device.type == "cpu":
-            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+        X, tensor, output = fitted_input(self, X)
         if tensor is not None:
-            check_device_array(tensor, min_samples=1, contiguous=False)
-            if tensor.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {tensor.shape[1]} features, but {type(self).__name__} is expecting "
-                                 f"{self.n_features_in_} features as input.")
-            X, device, out_device = tensor, tensor.device, tensor.device
+            device, out_device = tensor.device, tensor.device
         else:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
             device, out_device = self._backend()[2], torch.device("cpu")
         K, d = self.means_.shape
         covariance = COVARIANCES[self.covariance_type]

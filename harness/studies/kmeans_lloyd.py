@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from harness import env
+from harness.studies.kmeans_init_bench import _timed
 from turbo_gmm.datasets import make_dataset
 from turbo_gmm.init import kmeans_assign
 from turbo_gmm.init.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, kmeans_plusplus, lloyd
@@ -50,14 +51,6 @@ def parse_shape(name: str) -> tuple[int, int, int]:
     n, k, d = name.split("_")
     scale = {"K": 1_000, "M": 1_000_000}
     return (int(float(n[:-1]) * scale[n[-1]]) if n[-1] in scale else int(n)), int(d), int(k)
-
-
-def _timed(fn):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    out = fn()
-    torch.cuda.synchronize()
-    return time.perf_counter() - t, out
 
 
 def exact_labels(X, centers, block_rows: int = 1 << 18):
