@@ -78,7 +78,7 @@ def _lloyd_kernel(
     # -2 (mu - c)^T; bias (K_PAD,) f32 = ||mu - c||^2 (BIG past K); C (K_PAD, D_PAD) f64 = mu; labels (N,) i64 in/out;
     # sums (P, K_PAD, D_PAD), counts (P, K_PAD) f64 zeroed by the caller: per program, sum w x and sum w;
     # changed (P,) i64
-    N, d, K, n_tiles, radius_coef, square_coef,
+    N, d, K, n_tiles, radius, radius_unit, square_unit,  # radius (1,) f32 on the device: max_k ||mu_k - c||
     K_PAD: tl.constexpr, D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr, UPDATE: tl.constexpr, WEIGHTED: tl.constexpr, REGISTER_SUMS: tl.constexpr,
     FLUSH_TILES: tl.constexpr,
@@ -87,6 +87,9 @@ def _lloyd_kernel(
     cols = tl.arange(0, D_PAD)
     col_ok = cols < d
     c = tl.load(center + cols)
+    R = tl.load(radius)
+    radius_coef = radius_unit * R  # score_slack's coefficients at R, without a host read of it
+    square_coef = square_unit * R * R
     n_changed = tl.zeros((BLOCK_M,), tl.int32)
     k_all = tl.arange(0, K_PAD)
     k_block = tl.arange(0, BLOCK_K)
@@ -252,6 +255,7 @@ class Assigner:
         self.W = torch.zeros((self.d_pad, self.k_pad), dtype=torch.float32, device=X.device)
         self.bias = torch.full((self.k_pad,), BIG_SCORE.value, dtype=torch.float32, device=X.device)
         self.C = torch.zeros((self.k_pad, self.d_pad), dtype=torch.float64, device=X.device)
+        self.slack_units = score_slack(precision, self.d_pad, 1.0)  # the kernel scales them by its radius
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
         """Labels in place for ``centers`` (K, d) float64; (sums (K, d), counts (K,), labels changed) in float64,
@@ -261,16 +265,15 @@ class Assigner:
         self.W[:d, :K] = (-2.0 * y).T.float()
         self.bias[:K] = (y * y).sum(1).float()
         self.C[:K, :d] = centers
-        radius = float(y.square().sum(1).max().sqrt()) if K else 0.0  # a host read: the bound's one scalar
-        radius_coef, square_coef = score_slack(self.precision, self.d_pad, radius)
+        radius = y.square().sum(1).max().sqrt().float().reshape(1)
         P = self.programs
         sums = torch.zeros((P if update else 1, self.k_pad, self.d_pad), dtype=torch.float64, device=dev)
         counts = torch.zeros((P if update else 1, self.k_pad), dtype=torch.float64, device=dev)
         changed = torch.empty(P, dtype=torch.int64, device=dev)
         weighted = self.sample_weight is not None
         _lloyd_kernel[(P,)](self.X, self.sample_weight if weighted else self.X, self.center, self.W, self.bias, self.C,
-                            labels, sums, counts, changed, self.X.shape[0], d, K, self.n_tiles, radius_coef,
-                            square_coef, K_PAD=self.k_pad, D_PAD=self.d_pad, BLOCK_M=self.block_m,
+                            labels, sums, counts, changed, self.X.shape[0], d, K, self.n_tiles, radius,
+                            *self.slack_units, K_PAD=self.k_pad, D_PAD=self.d_pad, BLOCK_M=self.block_m,
                             BLOCK_K=self.block_k, PRECISION=self.precision, UPDATE=update, WEIGHTED=weighted,
                             REGISTER_SUMS=self.register_sums, FLUSH_TILES=self.flush_tiles, num_warps=self.num_warps)
         if not update:
