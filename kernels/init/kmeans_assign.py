@@ -34,6 +34,8 @@ POTENTIAL_WARPS = 4
 POTENTIAL_TILE_ELEMENTS = 4096  # rows x d_pad of one k-means++ row tile (float64 in registers)
 STORED_DISTANCE_RATIO = 2  # k-means++ stores its candidates' distances up to twice X's bytes
 FOLD_BLOCK = 1024
+# Row counts are masks' bounds only: not specialized on (their divisibility by 16), a new N reuses the compiled kernel
+ROW_COUNTS = ["N", "n_tiles"]
 
 
 def supported(X: torch.Tensor) -> bool:
@@ -71,7 +73,7 @@ def _score_dot(xa, xb, wa, wb, acc, PRECISION: tl.constexpr):
         return tl.dot(xa, wa, acc, input_precision="ieee")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=ROW_COUNTS + ["K"])
 def _lloyd_kernel(
     X, sw, center, W, bias, C, labels, sums, counts, changed,
     # X (N, d) f32; sw (N,) f32 sample weights (read when WEIGHTED); center (D_PAD,) f32 = c; W (D_PAD, K_PAD) f32 =
@@ -282,7 +284,7 @@ class Assigner:
         return sums.sum(0)[:K, :d], n, changed.sum()
 
 
-@triton.jit
+@triton.jit(do_not_specialize=ROW_COUNTS)
 def _potentials_kernel(
     X, candidates, closest, partial, dist,  # X (N, d) f32; candidates (T_PAD, D_PAD) f32 rows; closest (N,) f64;
     N, d, n_tiles,                          # partial (P, T_PAD) f64: per program, sum_i min(closest_i, |x_i - y_t|^2);
@@ -311,7 +313,7 @@ def _potentials_kernel(
     tl.store(partial + pid * T_PAD + slots, pots)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _fold_stored_kernel(dist, best, closest, N, BLOCK: tl.constexpr):
     """closest_i <- min(closest_i, dist[best, i]), best (1,) i64 on the device (no host read)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -321,7 +323,7 @@ def _fold_stored_kernel(dist, best, closest, N, BLOCK: tl.constexpr):
     tl.store(closest + rows, tl.minimum(near, tl.load(dist + j * N + rows, mask=row_ok, other=0.0)), mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _fold_kernel(X, point, closest, N, d, BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):
     """closest_i <- min(closest_i, |x_i - point|^2), point (D_PAD,) f32."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
