@@ -16,7 +16,8 @@ back in place; not run yet (the GPU image has no cuVS wheels). fp32 throughout; 
 cuBLAS handle, unaffected by torch's TF32 flags (default math, no TF32).
 
 End to end (``prepare_e2e``, the e2e protocol): the same call with ``warm_start=false``, so cuVS
-runs its own default initialization, ``tol`` and ``max_iter`` of the protocol.
+runs its own default initialization, ``tol`` and ``max_iter`` of the protocol, DIAG or FULL by the cell's
+covariance type.
 
 The extra E-step: after its loop ``fit`` restores the best parameters and runs one more
 E-step over all rows for the hard labels, so a fit of T iterations does T + 1 E-steps.
@@ -399,7 +400,8 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``cuvs::cluster::gmm::fit`` with ``warm_start=false``: cuVS's own default initialization
+    """``cuvs::cluster::gmm::fit`` (DIAG, or FULL for ``opts["covariance_type"] == "full"``: (K, d, d)
+    covariance, precision and factor buffers) with ``warm_start=false``: cuVS's own default initialization
     (k-means seeded by k-means++, ``n_init = 1``) and EM to ``tol`` within ``max_iter``, plus its
     labels E-step. cuVS reads device pointers only, so the host input is copied to the device first
     (``torch.from_numpy(X).cuda()``, timed as ``transfer``); the fit itself is one library call, its
@@ -411,27 +413,32 @@ def prepare_e2e(X_host, X_device, K, opts):
     N, d = X_device.shape
     if K > MAX_COMPONENTS or N > MAX_ROWS:
         raise ValueError(f"cuVS takes at most {MAX_COMPONENTS} components and {MAX_ROWS} rows, got K={K}, N={N}")
+    from arms import fitted
+
     shim = _load_shim()
     session = _Session(shim)
     dev = X_device.device
+    covariance_type = opts.get("covariance_type", "diag")
+    full = covariance_type == "full"
     w = torch.empty(K, dtype=torch.float32, device=dev)
-    m, v, pchol, prec = (torch.empty(K, d, dtype=torch.float32, device=dev) for _ in range(4))
+    m = torch.empty(K, d, dtype=torch.float32, device=dev)
+    v, pchol, prec = (torch.empty(K, d, *((d,) if full else ()), dtype=torch.float32, device=dev) for _ in range(3))
     labels = torch.empty(N, dtype=torch.int32, device=dev)
     lb, it, conv, peak = ctypes.c_float(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
-    info = {"algorithm": "cuvs::cluster::gmm::fit (DIAG, own init, n_init=1)", "precision": "fp32",
-            "cuvs_version": importlib.metadata.version("libcuvs-cu13")}
+    info = {"algorithm": f"cuvs::cluster::gmm::fit ({'FULL' if full else 'DIAG'}, own init, n_init=1)",
+            "precision": "fp32", "cuvs_version": importlib.metadata.version("libcuvs-cu13")}
 
     def fit(X):
         stream = torch.cuda.current_stream(dev).cuda_stream
         rc = shim.turbo_cuvs_gmm_fit(
             session.ptr, stream, X.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), pchol.data_ptr(),
-            prec.data_ptr(), labels.data_ptr(), N, d, K, 0, int(opts["max_iter"]), float(opts["reg_covar"]),
+            prec.data_ptr(), labels.data_ptr(), N, d, K, int(full), int(opts["max_iter"]), float(opts["reg_covar"]),
             float(opts["tol"]), 0, ctypes.byref(lb), ctypes.byref(it), ctypes.byref(conv), ctypes.byref(peak),
             session.err, len(session.err))
         if rc:
             raise RuntimeError(f"cuvs::cluster::gmm::fit: {session.err.value.decode()}")
-        return Fit(weights=w.clone(), means=m.clone(), variances=v.clone(), n_iter=it.value,
-                   info=dict(info, lower_bound=lb.value, converged=bool(conv.value)))
+        return fitted(covariance_type, w.clone(), m.clone(), v.clone(), it.value,
+                      dict(info, lower_bound=lb.value, converged=bool(conv.value)))
 
     def from_host():
         torch.cuda.synchronize(dev)

@@ -81,7 +81,8 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
 def prepare_e2e(X_host, X_device, K, opts):
     """gmmx's own fitter: ``GaussianMixtureModelJax.from_k_means`` (gmmx's initialization: scikit-learn's
     ``KMeans`` on the host, gmmx's default ``n_init=10``, then one M-step from the hard labels), then
-    ``EMFitter(max_iter, tol, reg_covar).fit``. gmmx's ``tol`` is on the change of the mean
+    ``EMFitter(max_iter, tol, reg_covar).fit``, of the cell's covariance type (gmmx's "diag" or "full"). gmmx's
+    ``tol`` is on the change of the mean
     log-likelihood per point, scikit-learn's rule. Split: ``transfer`` (the host array put on the
     device; a device tensor is passed by DLPack, zero copy), ``init`` and ``em`` each timed to
     ``block_until_ready``."""
@@ -90,7 +91,10 @@ def prepare_e2e(X_host, X_device, K, opts):
     import jax
     from gmmx import EMFitter, GaussianMixtureModelJax
 
+    from arms import fitted
+
     jax.config.update("jax_default_matmul_precision", "highest")
+    covariance_type = opts.get("covariance_type", "diag")
     device = jax.devices("gpu")[0] if X_device is not None else jax.devices("cpu")[0]
     fitter = EMFitter(max_iter=int(opts["max_iter"]), tol=float(opts["tol"]), reg_covar=float(opts["reg_covar"]))
     info = {"algorithm": "materializing (XLA)", "precision": "fp32", "device": f"{device.platform} (jax {jax.__version__})",
@@ -99,14 +103,15 @@ def prepare_e2e(X_host, X_device, K, opts):
     def fit(x, split):
         t0 = time.perf_counter()
         gmm0 = jax.block_until_ready(GaussianMixtureModelJax.from_k_means(
-            x, K, reg_covar=float(opts["reg_covar"]), covariance_type="diag", random_state=opts["seed"]))
+            x, K, reg_covar=float(opts["reg_covar"]), covariance_type=covariance_type, random_state=opts["seed"]))
         t1 = time.perf_counter()
         res = fitter.fit(x, gmm0)
         d = x.shape[1]
+        cov_shape = (K, d, d) if covariance_type == "full" else (K, d)
         w, m, v, n_iter = jax.block_until_ready((res.gmm.weights.reshape(K), res.gmm.means.reshape(K, d),
-                                                 res.gmm.covariances.values.reshape(K, d), res.n_iter))
+                                                 res.gmm.covariances.values.reshape(cov_shape), res.n_iter))
         split.update(init=t1 - t0, em=time.perf_counter() - t1)
-        return Fit(w, m, v, n_iter=int(n_iter), info=dict(info, converged=bool(res.converged))), split
+        return fitted(covariance_type, w, m, v, int(n_iter), dict(info, converged=bool(res.converged))), split
 
     def from_host():
         t0 = time.perf_counter()

@@ -81,7 +81,8 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``GeneralMixtureModel`` of K uninitialized diagonal ``Normal`` components with its defaults
+    """``GeneralMixtureModel`` of K uninitialized ``Normal`` components of the cell's covariance type
+    (pomegranate's "diag" or "full") with its defaults
     (``init="random"``: its own k-means, 3 iterations, from random centroids), ``max_iter`` of the
     protocol and ``tol = tol * N``: pomegranate stops when the *total* log-likelihood improves by
     less than ``tol``, so this is scikit-learn's per-point rule. A subclass adds two clocks and a
@@ -93,6 +94,9 @@ def prepare_e2e(X_host, X_device, K, opts):
     from pomegranate.distributions import Normal
     from pomegranate.gmm import GeneralMixtureModel
 
+    from arms import fitted
+
+    covariance_type = opts.get("covariance_type", "diag")
     on_gpu = X_device is not None
     device = X_device.device if on_gpu else torch.device("cpu")
 
@@ -118,12 +122,12 @@ def prepare_e2e(X_host, X_device, K, opts):
             "reg_covar_note": "pomegranate has no variance floor (min_cov is unused); reg_covar cannot be passed"}
 
     def fit(X, split):
-        gmm = Instrumented([Normal(covariance_type="diag") for _ in range(K)], max_iter=int(opts["max_iter"]),
+        gmm = Instrumented([Normal(covariance_type=covariance_type) for _ in range(K)], max_iter=int(opts["max_iter"]),
                            tol=float(opts["tol"]) * N, random_state=opts["seed"]).to(device)
         gmm.fit(X)
         means = torch.stack([c.means for c in gmm.distributions]).detach()
-        variances = torch.stack([c.covs for c in gmm.distributions]).detach()
-        return Fit(gmm.priors.detach(), means, variances, n_iter=getattr(gmm, "m_steps", 0), info=info), \
+        covs = torch.stack([c.covs for c in gmm.distributions]).detach()  # (K, d) variances or (K, d, d)
+        return fitted(covariance_type, gmm.priors.detach(), means, covs, getattr(gmm, "m_steps", 0), info), \
             dict(split, init=gmm.init_seconds)
 
     def from_host():

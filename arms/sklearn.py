@@ -106,7 +106,8 @@ def prepare(X, init: Init, n_iter: int, opts: dict):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``: one
+    """``GaussianMixture(covariance_type=opts["covariance_type"])`` ("diag" or "full", its default) with its
+    defaults (``init_params="kmeans"``: one
     ``KMeans``), ``tol`` and ``max_iter`` of the protocol, on the host NumPy array with every host core
     (scikit-learn's OpenMP/BLAS default). The split: ``init`` is timed around scikit-learn's
     ``_initialize_parameters`` (a subclass that only adds the clock); EM, validation and the final
@@ -115,6 +116,10 @@ def prepare_e2e(X_host, X_device, K, opts):
     from threadpoolctl import threadpool_info
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
+
+    from arms import fitted
+
+    covariance_type = opts.get("covariance_type", "diag")
 
     class TimedInit(GaussianMixture):
         def _initialize_parameters(self, *args, **kwargs):
@@ -125,7 +130,7 @@ def prepare_e2e(X_host, X_device, K, opts):
     threads = sorted({p["num_threads"] for p in threadpool_info()})
 
     def run():
-        gm = TimedInit(n_components=K, covariance_type="diag", tol=opts["tol"], max_iter=opts["max_iter"],
+        gm = TimedInit(n_components=K, covariance_type=covariance_type, tol=opts["tol"], max_iter=opts["max_iter"],
                        reg_covar=float(opts["reg_covar"]), random_state=opts["seed"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # converged_ is recorded instead
@@ -133,6 +138,7 @@ def prepare_e2e(X_host, X_device, K, opts):
         info = {"algorithm": "materializing", "precision": "fp32", "device": "cpu (numpy)",
                 "init_params": gm.init_params, "converged": bool(gm.converged_), "lower_bound": float(gm.lower_bound_),
                 "host_threads": threads}
-        return Fit(gm.weights_, gm.means_, gm.covariances_, n_iter=int(gm.n_iter_), info=info), {"init": gm.init_seconds_}
+        return (fitted(covariance_type, gm.weights_, gm.means_, gm.covariances_, int(gm.n_iter_), info),
+                {"init": gm.init_seconds_})
 
     return {"host": run}

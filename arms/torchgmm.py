@@ -93,7 +93,8 @@ def prepare(X: torch.Tensor, init: Init, n_iter: int, opts: dict):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """The estimator ``torchgmm.bayes.GaussianMixture`` with its defaults (``init_strategy="kmeans"``:
+    """The estimator ``torchgmm.bayes.GaussianMixture`` of the cell's covariance type (torchgmm's "diag" or
+    "full") with its defaults (``init_strategy="kmeans"``:
     torchgmm's own k-means, then its responsibilities init), ``convergence_tolerance=tol`` (torchgmm's
     rule is the change of the mean negative log-likelihood per point, scikit-learn's),
     ``trainer_params`` ``max_epochs=max_iter`` on the GPU (or the CPU), X in one batch. The host
@@ -103,8 +104,11 @@ def prepare_e2e(X_host, X_device, K, opts):
 
     from torchgmm.bayes import GaussianMixture
 
+    from arms import fitted
+
     for name in ("pytorch_lightning", "lightning.pytorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    covariance_type = opts.get("covariance_type", "diag")
     on_gpu = X_device is not None
     trainer = dict(max_epochs=int(opts["max_iter"]), accelerator="gpu" if on_gpu else "cpu", devices=1,
                    logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
@@ -112,12 +116,12 @@ def prepare_e2e(X_host, X_device, K, opts):
             "init": "torchgmm kmeans (its default)"}
 
     def fit(X, split):
-        gm = GaussianMixture(K, covariance_type="diag", convergence_tolerance=float(opts["tol"]),
+        gm = GaussianMixture(K, covariance_type=covariance_type, convergence_tolerance=float(opts["tol"]),
                              covariance_regularization=float(opts["reg_covar"]), trainer_params=dict(trainer))
         gm.fit(X)
         model = gm.model_
-        return Fit(model.component_probs, model.means, model.covariances, n_iter=int(gm.num_iter_),
-                   info=dict(info, converged=bool(gm.converged_))), split
+        return fitted(covariance_type, model.component_probs, model.means, model.covariances, int(gm.num_iter_),
+                      dict(info, converged=bool(gm.converged_))), split
 
     def from_host():
         if not on_gpu:

@@ -8,7 +8,8 @@ two_pass) and ``precision`` (tf32x3 | ieee | fp64: the turbo_gmm_fp64 arm). Full
 default ``products`` dataflow (option ``dataflow``: auto | products | lift) and moments "auto" (option ``moments``:
 a warm-up whose Cholesky fails about the center runs again about each component's mean, and the timed fits run
 what it ran; ``info["moments"]``). End to end (``prepare_e2e``): the estimator,
-``turbo_gmm.GaussianMixture``, with its defaults, split by its ``fit_profile_``.
+``turbo_gmm.GaussianMixture``, with its defaults, of the cell's covariance type ("diag" or "full"), split by its
+``fit_profile_``.
 """
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def _prepare_full(X, init, n_iter, opts, algorithm, precision):
 
 
 def prepare_e2e(X_host, X_device, K, opts):
-    """``turbo_gmm.GaussianMixture(covariance_type="diag")`` with its defaults (``init_params="kmeans"``; option
+    """``turbo_gmm.GaussianMixture(covariance_type=opts["covariance_type"])`` ("diag" or "full", the estimator's
+    default) with its defaults (``init_params="kmeans"``; option
     ``init_backend``: "sklearn" for scikit-learn's own draws, the turbo_gmm_sklearn_init arm),
     fitted from the host array and from the device tensor; the split is the estimator's own
     ``fit_profile_`` (CUDA events on the GPU, the host clock elsewhere)."""
@@ -90,12 +92,15 @@ def prepare_e2e(X_host, X_device, K, opts):
 
     from sklearn.exceptions import ConvergenceWarning
 
+    from arms import fitted
     from turbo_gmm import GaussianMixture
-    from turbo_gmm.records import Fit
+
+    covariance_type = opts.get("covariance_type", "diag")
 
     def fitter(X):
         def run():
-            gm = GaussianMixture(n_components=K, covariance_type="diag", tol=opts["tol"], max_iter=opts["max_iter"],
+            gm = GaussianMixture(n_components=K, covariance_type=covariance_type, tol=opts["tol"],
+                                 max_iter=opts["max_iter"],
                                  reg_covar=opts["reg_covar"], random_state=opts["seed"],
                                  algorithm=opts.get("algorithm", "auto"), precision=opts.get("precision", "tf32x3"),
                                  init_backend=opts.get("init_backend", "auto"))
@@ -105,7 +110,8 @@ def prepare_e2e(X_host, X_device, K, opts):
             info = {"algorithm": gm.algorithm_, "precision": gm.precision_, "backend": gm.backend_,
                     "init_params": gm.init_params, "init_backend": gm.init_backend_, "converged": bool(gm.converged_),
                     "lower_bound": float(gm.lower_bound_)}
-            return Fit(gm.weights_, gm.means_, gm.covariances_, n_iter=int(gm.n_iter_), info=info), gm.fit_profile_
+            return (fitted(covariance_type, gm.weights_, gm.means_, gm.covariances_, int(gm.n_iter_), info),
+                    gm.fit_profile_)
         return run
 
     fits = {"host": fitter(X_host)}

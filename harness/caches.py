@@ -10,13 +10,16 @@ A hit returns the binary the compilation would have produced, so the caches are 
 identity (its digest), and they hold only compiles: a warm-up still runs, and autotuners (Flash-GMM's,
 Triton's) still time their candidates. What they save shows in ``wall_s``, never in ``rep_seconds``.
 ``env.json`` reports each cache's path, files and bytes when it is written (:func:`usage`).
-Delete the folder for a cold start.
+Delete the folder for a cold start, or run an e2e cell with ``e2e.cold_cache=true``: its worker gets a fresh
+temporary folder (:func:`cold_root`), removed when the cell ends. Every record says whether its worker found the
+caches empty (:func:`state`: ``cache_state`` "empty" or "warm").
 
     python -m harness.caches results/h200 [overrides]   # that device's caches and their sizes now
 """
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 CACHES = {"jax": "JAX_COMPILATION_CACHE_DIR", "triton": "TRITON_CACHE_DIR"}
@@ -41,6 +44,18 @@ def usage(root: Path) -> dict:
         files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
         out[name] = {"path": str(path), "files": len(files), "bytes": sum(p.stat().st_size for p in files)}
     return out
+
+
+def state(use: dict) -> str:
+    """"empty" where neither cache of ``use`` (:func:`usage`) holds a file (or exists), else "warm": whether a
+    cell's compilations could hit anything when it started."""
+    return "warm" if any(u["files"] for u in use.values()) else "empty"
+
+
+def cold_root(key: str) -> Path:
+    """A fresh empty folder for one cell's caches (a cold start), under the system's temporary folder; the
+    caller removes it."""
+    return Path(tempfile.mkdtemp(prefix=f"turbo_gmm_cold_cache_{key}_"))
 
 
 if __name__ == "__main__":

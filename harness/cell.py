@@ -21,9 +21,15 @@ none). The digest of a ``fixed_init`` cell covers exactly what it covered before
 the committed records keep their keys; an ``e2e`` cell's digest adds the protocol, tol and warmups, a ``kmeans``
 cell's those and e2e_reps and data_components.
 
-``covariance_type`` (an experiment-level setting, ``diag`` by default; ``full`` for experiment=full): the
-form of every arm's covariances, its shared init and its gate. A ``diag`` cell's digest and record are what
-they were before the field existed; any other type is added to the identity.
+``covariance_type`` (an experiment-level setting, ``diag`` by default; ``full`` for experiment=full, and swept
+beside ``diag`` by experiment=e2e): the form of every arm's covariances, its shared init (fixed_init) or its own
+fit (e2e), and its gate. A ``diag`` cell's digest and record are what they were before the field existed; any
+other type is added to the identity.
+
+``cold_cache`` (``e2e.cold_cache``, protocol e2e only, false by default): the cell's worker gets empty compilation
+caches, a fresh temporary folder of its own, so its first fit is a cold start (``cache_state`` "empty"). False
+leaves the digest and record as they were; true is added to the identity, so one sweep
+(``e2e.cold_cache=false,true``) records both states as cells of their own.
 """
 from __future__ import annotations
 
@@ -137,6 +143,7 @@ class CellSpec:
     covariance_type: str = "diag"  # or "full" (COVARIANCE_TYPES): the covariances every arm fits and the gate scores
     e2e_reps: int | None = None  # kmeans: timed own fits (reps: timed Lloyd runs); None under the other protocols
     data_components: int | None = None  # kmeans: components of the generated data; None: K (the other protocols)
+    cold_cache: bool = False  # e2e: the worker runs with empty compilation caches (a fresh temporary folder)
 
     # what determines the result; experiment, labels and regimes only name and file it
     IDENTITY = ("arm", "module", "numerics", "options", "N", "K", "d", "seed", "n_iter", "reps",
@@ -144,8 +151,9 @@ class CellSpec:
     E2E_IDENTITY = ("protocol", "tol", "warmups")  # added to the identity of an e2e cell
     COVARIANCE_IDENTITY = ("covariance_type",)  # added to the identity of a cell whose type is not diag
     KMEANS_IDENTITY = ("e2e_reps", "data_components")  # added, beside E2E_IDENTITY, to a kmeans cell's identity
-    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1, "covariance_type": "diag",
-                         "e2e_reps": None, "data_components": None}  # records made before the fields
+    COLD_CACHE_IDENTITY = ("cold_cache",)  # added to the identity of a cell run with empty compilation caches
+    PROTOCOL_DEFAULTS = {"protocol": "fixed_init", "tol": None, "warmups": 1, "covariance_type": "diag",  # records
+                         "e2e_reps": None, "data_components": None, "cold_cache": False}  # made before the fields
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, environ: Mapping[str, str] = os.environ) -> "CellSpec":
@@ -168,8 +176,8 @@ class CellSpec:
         covariance_type = _value(cfg, "covariance_type") or "diag"
         if covariance_type not in COVARIANCE_TYPES:
             raise SettingError(f"covariance_type={covariance_type!r}: must be one of {', '.join(COVARIANCE_TYPES)}")
-        if covariance_type != "diag" and protocol != "fixed_init":  # the arms' own fits (prepare_e2e) are diagonal
-            raise SettingError(f"covariance_type={covariance_type}: runs under protocol fixed_init only")
+        if covariance_type != "diag" and protocol == "kmeans":  # k-means has no covariances
+            raise SettingError(f"covariance_type={covariance_type}: runs under protocol fixed_init or e2e only")
         arm_name = _text("arm.name", _value(cfg, "arm.name"))
         listed = _value(cfg, "arm.protocols")
         arm_protocols = tuple(listed) if listed is not None else ARM_PROTOCOLS
@@ -198,6 +206,10 @@ class CellSpec:
                                    if block == "arm.e2e" else 1),
                           timeout=_number(f"{block}.timeout_s", _value(cfg, f"{block}.timeout_s"), positive=True),
                           tol=_number("e2e.tol", _value(cfg, "e2e.tol"), positive=False))
+            cold = _value(cfg, "e2e.cold_cache")
+            if cold is not None and not isinstance(cold, bool):
+                raise SettingError(f"e2e.cold_cache={cold!r}: must be true or false")
+            extra = dict(cold_cache=bool(cold))
         else:
             driven = dict(n_iter=_integer("n_iter", _value(cfg, "n_iter"), 1),
                           reps=_integer("arm.reps", _value(cfg, "arm.reps"), 1), warmups=1,
@@ -246,6 +258,8 @@ class CellSpec:
                 del spec[k]
         if self.covariance_type == "diag":
             del spec["covariance_type"]
+        if not self.cold_cache:
+            del spec["cold_cache"]
         return spec
 
     @property
@@ -258,7 +272,8 @@ class CellSpec:
         spec = self.as_dict()
         keys = (self.IDENTITY + (self.E2E_IDENTITY if self.protocol != "fixed_init" else ())
                 + (self.KMEANS_IDENTITY if self.protocol == "kmeans" else ())
-                + (self.COVARIANCE_IDENTITY if self.covariance_type != "diag" else ()))
+                + (self.COVARIANCE_IDENTITY if self.covariance_type != "diag" else ())
+                + (self.COLD_CACHE_IDENTITY if self.cold_cache else ()))
         identity = json.dumps({k: spec[k] for k in keys}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(identity.encode()).hexdigest()[:DIGEST_CHARS]
 
@@ -275,7 +290,9 @@ class CellSpec:
             e2e = (f", k-means: {self.n_iter} Lloyd iterations from the shared seeds, then its own fit; data of "
                    f"{self.data_components} component{'s' if self.data_components != 1 else ''}")
         cov = f", {self.covariance_type} covariances" if self.covariance_type != "diag" else ""
-        return f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e}{cov})"
+        cold = ", empty compilation caches" if self.cold_cache else ""
+        return (f"{self.arm} at {self.shape} (N={self.N} K={self.K} d={self.d}{', ' + opts if opts else ''}{e2e}{cov}"
+                f"{cold})")
 
     def row(self) -> dict:
         """The CSV columns the spec decides (the worker's report may refine algorithm and precision)."""

@@ -48,6 +48,9 @@ COLUMNS = [
     # protocol kmeans (Lloyd from the shared seeds in the columns above; the library's own fit in the e2e_* ones)
     "data_components", "inertia", "reference_inertia", "rel_inertia_diff", "e2e_status", "e2e_gate", "e2e_wall_s",
     "e2e_inertia", "e2e_reference", "e2e_rel_inertia_diff",
+    # protocol e2e's cold start: the wall time of the process's first fit (empty in records made before the column),
+    # and whether the compilation caches were empty when the cell started (every cell; harness/caches.py)
+    "e2e_first_fit_s", "cache_state",
 ]
 # The reference arm of a shape's agreement columns, by protocol: Table 1 compares with Turbo-GMM from the
 # shared init; the e2e fits, each from its own initialization, with scikit-learn's.
@@ -274,17 +277,18 @@ def _comparable_labels(ref_labels, lab) -> str | None:
 
 
 def _derive_agreement(rows: list[dict], labels: dict, order: list[str]) -> None:
-    """rel_ll_diff and ARI of every valid fit against its shape's reference arm (labels by cell key): the
-    protocol's REFERENCE_ARM if its fit is valid, else the first valid arm in ``order``. A row whose labels
-    cannot be scored against the reference's (:func:`_comparable_labels`) keeps an empty ARI, and a warning
-    names it: one odd cell never stops the folder's CSV from being written."""
+    """rel_ll_diff and ARI of every valid fit against its shape's reference arm (labels by cell key) of the same
+    covariance type: the protocol's REFERENCE_ARM if its fit is valid, else the first valid arm in ``order``. A row
+    whose labels cannot be scored against the reference's (:func:`_comparable_labels`) keeps an empty ARI, and a
+    warning names it: one odd cell never stops the folder's CSV from being written."""
     from sklearn.metrics import adjusted_rand_score
 
     rank = {a: i for i, a in enumerate(order)}
     groups: dict = {}
     for r in rows:
         if r.get("gate") == "valid" and _protocol(r) in REFERENCE_ARM:
-            key = (_protocol(r), r["shape"], r["N"], r["K"], r["d"], r["seed"], r["data_checksum"])
+            key = (_protocol(r), r["shape"], r["N"], r["K"], r["d"], r["seed"], r["data_checksum"],
+                   r.get("covariance_type") or "diag")  # a full fit is never scored against a diagonal one
             groups.setdefault(key, []).append(r)
     for (protocol, *_), members in groups.items():
         members.sort(key=lambda r: (r["arm"] != REFERENCE_ARM[protocol], *_arm_rank(r, rank)))

@@ -197,10 +197,19 @@ def _run(cfg: DictConfig, spec: CellSpec, device_dir: Path, rec_path: Path, lock
 
     print(f"[harness] run  {spec.key}: {spec.describe()} (timeout {spec.timeout_s:.0f} s) -> "
           f"{rec_path.relative_to(device_dir.parent)}", flush=True)
-    with RunningCell(cfg.running_cells_dir) as running:  # counts the other cells of this host meanwhile
-        t0 = time.time()
-        returncode, stderr, timed_out = _run_worker(spec, scratch, log_path, lock_file, caches.environment(cache_root))
-        wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
+    cold = caches.cold_root(spec.key) if spec.cold_cache else None  # e2e.cold_cache: empty caches of its own
+    worker_caches = cold or cache_root
+    rec["cache_usage"] = caches.usage(worker_caches)  # the worker's caches when it started (a cold one is removed)
+    rec["cache_state"] = caches.state(rec["cache_usage"])  # whether its compilations could hit anything
+    try:
+        with RunningCell(cfg.running_cells_dir) as running:  # counts the other cells of this host meanwhile
+            t0 = time.time()
+            returncode, stderr, timed_out = _run_worker(spec, scratch, log_path, lock_file,
+                                                        caches.environment(worker_caches))
+            wall_s = round(time.time() - t0, 1)  # the whole cell: start-up, compilation, warm-up, repetitions
+    finally:
+        if cold is not None:
+            shutil.rmtree(cold, ignore_errors=True)
     rec["concurrent_cells"] = running.most_others
 
     report = scratch / "report.json"

@@ -69,3 +69,35 @@ def test_each_arm_is_divided_by_the_turbo_gmm_row_of_its_own_run(tmp_path):
     rows = table_e2e.read_csv(csv)
     _, _, cell = fig_e2e.shape_arm_grid(table_e2e.newest_first(rows)[::-1])
     assert cell[(table1.shape_key(rows[0]), "turbo_gmm")]["git_commit"] == "bbbbbbb"
+
+
+def test_covariance_and_first_fit_columns_appear_with_rows_that_have_them(tmp_path):
+    """A full row adds the Covariances column (each type compared within itself), a row with its first fit the
+    cold-start columns; a row made before them reads "—" there; the figure draws one panel per type."""
+    exp = tmp_path / "dev" / "e2e"
+    recs = {"turbo_gmm_old": _record("turbo_gmm", host=0.5, split={"em": 0.25}),  # made before the columns
+            "turbo_gmm_full": dict(_record("turbo_gmm", host=2.0, split={"em": 1.0}), covariance_type="full",
+                                   e2e_first_fit_s=9.5, cache_state="empty"),
+            "sklearn_full": dict(_record("sklearn", host=8.0, split={"init": 4.0}), covariance_type="full",
+                                 e2e_first_fit_s=8.0, cache_state="warm"),
+            "sklearn": _record("sklearn", host=10.0, split={"init": 4.0})}
+    for name, r in recs.items():
+        write_json_atomic(exp / "cells" / f"{name}.json", dict(r, params_file=f"cells/{name}.npz"))
+        write_npz_atomic(exp / "cells" / f"{name}.npz", labels=np.array([0, 0, 1, 1], np.int32))
+    csv = collect(exp, ["turbo_gmm", "sklearn"])
+    (md,) = table_e2e.render(csv)
+    text = md.read_text()
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| Shape | Covariances | Arm | Run | Wall, host array (s) | Wall, device tensor (s) | "
+                               "First fit, host array (s; caches) | First fit over the fastest (s) | Split")
+    body = [line.split(" | ")[1:4] for line in lines[2:]]
+    assert [cells[:2] for cells in body] == [["diag", "Turbo-GMM"], ["", "scikit-learn"], ["full", "Turbo-GMM"],
+                                             ["", "scikit-learn"]]
+    old, sk, ours_full, sk_full = lines[2:]
+    assert "| 0.500 | — | — | — | EM 0.250" in old and "| 10.000 | — | — | — | init 4.00" in sk
+    assert "| 2.000 | — | 9.500 (empty) | +7.500 |" in ours_full
+    assert "| 8.000 | — | 8.000 (warm) | +0.000 |" in sk_full
+    assert "20.00x slower" in sk and "4.00x slower" in sk_full  # each divided by Turbo-GMM of its own type
+    assert "First fit: the wall time of the cell process's first fit" in text
+    paths = fig_e2e.render(csv)
+    assert all(p.stat().st_size > 0 for p in paths)

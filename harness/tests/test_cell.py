@@ -91,7 +91,7 @@ def test_a_committed_diag_cell_keeps_its_key_and_a_full_cell_is_a_cell_of_its_ow
 
 @pytest.mark.parametrize("override, message", [
     ("covariance_type=tied", "covariance_type='tied': must be one of diag, full"),
-    ("protocol=e2e", "covariance_type=full: runs under protocol fixed_init only"),
+    ("protocol=kmeans", "covariance_type=full: runs under protocol fixed_init or e2e only"),
 ])
 def test_a_covariance_type_no_cell_can_run_with_is_named(override, message):
     with pytest.raises(SettingError) as e:
