@@ -124,7 +124,7 @@ def _baseline(path: Path | None):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m harness.studies.kmeans_lloyd")
     p.add_argument("--out", type=Path, required=True, help="folder for kmeans_lloyd_<date>_<commit>.csv")
-    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--shapes", default=",".join(SHAPES), help="N_K_d names of the k-means rows ('' for none)")
     p.add_argument("--baseline-kernel", type=Path, default=None, help="another tree's kernels/init/kmeans_assign.py")
     p.add_argument("--fits", default="diag,full", help="covariance types of the fit rows ('' for none)")
     p.add_argument("--fit-shapes", default="20M_32_32,20M_256_32")
@@ -152,7 +152,7 @@ def main(argv=None) -> None:
 
         if flash_reason:
             emit("", 0, 0, 0, "unavailable", "flash_kmeans", 0.0, note=flash_reason)
-        for shape in a.shapes.split(","):
+        for shape in [name for name in a.shapes.split(",") if name]:
             N, d, K = parse_shape(shape)
             X = make_dataset(N, DATA_COMPONENTS, d, seed=0, device="cuda").X
             center, var_mean = X.double().mean(0), float(X.double().var(0).mean())
