@@ -1,17 +1,20 @@
-"""GPU study: Lloyd's iteration, k-means++ seeding and the default fit's initialization at the k-means targets.
+"""GPU study: Lloyd's iteration, k-means++ and k-means|| seeding and the fit's initialization at the k-means targets.
 
 Per shape (N x d, K; the data of :func:`turbo_gmm.datasets.make_dataset` with 32 true components), from the
 k-means++ seeds of ``RandomState(0)``, one CSV row per measurement:
 
 * ``read_x``: one read of X (``X.sum``), the memory floor of a pass;
-* ``seeding``: :func:`turbo_gmm.init.kmeans.kmeans_plusplus` (fused kernels), seconds and per step;
+* ``seeding``: :func:`turbo_gmm.init.kmeans.kmeans_plusplus` (``turbo_fused``, seconds and per step) and
+  :func:`turbo_gmm.init.kmeans.kmeans_parallel` (``turbo_kmeans_parallel``: k-means||, seconds and per round),
+  fused kernels, with the seeds' float64 ``inertia`` (labels of float64 distances);
 * ``lloyd_<n>``: n Lloyd iterations without early stop (assignment, new centers, one host read each) per
   candidate: our :class:`turbo_gmm.init.kmeans_assign.Assigner` under each precision and launch variant, the
   assignment kernel of another tree (``--baseline-kernel``, e.g. the previous commit's file), flash-kmeans, and
   plain torch (TF32 matmul, argmin, index_add); ms per iteration, and for ours the labels of the first
   assignment against float64 distances (``mismatch``: rows whose label is farther than the exact nearest center);
 * ``init``: seeding + :func:`turbo_gmm.init.kmeans.lloyd` to scikit-learn's convergence (the estimator's default
-  initialization), seconds and iterations;
+  initialization), per seeding (``turbo_fused``: k-means++, ``turbo_kmeans_parallel``: k-means||), seconds,
+  iterations and the final float64 ``inertia``;
 * ``fit``: ``GaussianMixture(K, covariance_type=...).fit(X)`` on the CUDA tensor after a warm-up fit at
   200 000 rows, wall seconds and ``fit_profile_``'s phases.
 
@@ -32,13 +35,16 @@ from harness import env
 from harness.studies.kmeans_init_bench import _timed
 from turbo_gmm.datasets import make_dataset
 from turbo_gmm.init import kmeans_assign
-from turbo_gmm.init.kmeans import KMEANS_MAX_ITER, KMEANS_TOL, kmeans_plusplus, lloyd
+from turbo_gmm.init.kmeans import KMEANS_MAX_ITER, KMEANS_PARALLEL_ROUNDS, KMEANS_TOL
+from turbo_gmm.init.kmeans import inertia as kmeans_inertia
+from turbo_gmm.init.kmeans import kmeans_parallel, kmeans_plusplus, lloyd
 
 SHAPES = ("20M_256_32", "20M_32_32", "1M_1024_32")  # N_K_d, as conf/shape names them
 DATA_COMPONENTS = 32
 ITERATIONS = 20
 COLUMNS = ("commit", "date", "device", "shape", "N", "d", "K", "measurement", "candidate", "seconds", "per_unit_ms",
-           "iterations", "mismatch", "note")
+           "iterations", "mismatch", "inertia", "note")
+SEEDINGS = {"turbo_fused": kmeans_plusplus, "turbo_kmeans_parallel": kmeans_parallel}  # candidate: fused seeding
 VARIANTS = {  # candidate: Assigner keyword arguments
     "turbo_tf32x3": dict(precision="tf32x3"),
     "turbo_tf32x3_w4_p2": dict(precision="tf32x3", num_warps=4, programs_per_sm=2),
@@ -142,13 +148,15 @@ def main(argv=None) -> None:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
 
-        def emit(shape, N, d, K, what, cand, seconds, per_unit=None, iterations="", mismatch="", note=""):
+        def emit(shape, N, d, K, what, cand, seconds, per_unit=None, iterations="", mismatch="", note="", inertia=None):
             w.writerow({**meta, "shape": shape, "N": N, "d": d, "K": K, "measurement": what, "candidate": cand,
                         "seconds": f"{seconds:.6f}", "per_unit_ms": "" if per_unit is None else f"{per_unit:.4f}",
-                        "iterations": iterations, "mismatch": mismatch, "note": note})
+                        "iterations": iterations, "mismatch": mismatch,
+                        "inertia": "" if inertia is None else f"{inertia:.10g}", "note": note})
             f.flush()
             print(f"{shape:12s} {what:9s} {cand:22s} {seconds:9.4f} s  {'' if per_unit is None else f'{per_unit:8.3f} ms'}"
-                  f"  it={iterations} mismatch={mismatch} {note}", flush=True)
+                  f"  it={iterations} mismatch={mismatch} {'' if inertia is None else f'inertia={inertia:.6g} '}{note}",
+                  flush=True)
 
         if flash_reason:
             emit("", 0, 0, 0, "unavailable", "flash_kmeans", 0.0, note=flash_reason)
@@ -159,10 +167,15 @@ def main(argv=None) -> None:
             t, _ = _timed(lambda: X.sum())
             t, _ = _timed(lambda: X.sum())
             emit(shape, N, d, K, "read_x", "torch_sum", t, t * 1e3)
-            kmeans_plusplus(X[:100_000].contiguous(), K, np.random.RandomState(0), center)  # compile
-            t, rows = _timed(lambda: kmeans_plusplus(X, K, np.random.RandomState(0), center))
-            emit(shape, N, d, K, "seeding", "turbo_fused", t, t * 1e3 / max(1, K - 1), note="per step")
-            seeds = X[rows].double()
+            seeded = {}
+            for cand, seeding in SEEDINGS.items():
+                seeding(X[:100_000].contiguous(), K, np.random.RandomState(0), center)  # compile
+                t, rows = _timed(lambda seeding=seeding: seeding(X, K, np.random.RandomState(0), center))
+                seeded[cand] = X[rows].double()
+                per = (max(1, K - 1), "per step") if cand == "turbo_fused" else (KMEANS_PARALLEL_ROUNDS, "per round")
+                emit(shape, N, d, K, "seeding", cand, t, t * 1e3 / per[0], note=per[1],
+                     inertia=kmeans_inertia(X, seeded[cand], exact_labels(X, seeded[cand])))
+            seeds = seeded["turbo_fused"]
             exact = exact_labels(X, seeds)
             for cand, kw in VARIANTS.items():
                 try:
@@ -192,11 +205,14 @@ def main(argv=None) -> None:
             t, _ = _timed(lambda: torch_lloyd(X, seeds, ITERATIONS))
             emit(shape, N, d, K, f"lloyd_{ITERATIONS}", "torch_tf32", t, t * 1e3 / ITERATIONS, ITERATIONS)
 
-            def init():
-                r = kmeans_plusplus(X, K, np.random.RandomState(0), center)
-                return lloyd(X, X[r], center, KMEANS_TOL * var_mean, KMEANS_MAX_ITER)
-            t, (_, _, it) = _timed(init)
-            emit(shape, N, d, K, "init", "turbo_fused", t, iterations=it, note="seeding + Lloyd to scikit-learn's tol")
+            for cand, seeding in SEEDINGS.items():
+                def init(seeding=seeding):
+                    r = seeding(X, K, np.random.RandomState(0), center)
+                    return lloyd(X, X[r], center, KMEANS_TOL * var_mean, KMEANS_MAX_ITER)
+                t, (labels, centers, it) = _timed(init)
+                emit(shape, N, d, K, "init", cand, t, iterations=it, inertia=kmeans_inertia(X, centers, labels),
+                     note="seeding + Lloyd to scikit-learn's tol")
+                del labels, centers
             del X, exact
             torch.cuda.empty_cache()
         fits = [c for c in a.fits.split(",") if c]

@@ -5,10 +5,12 @@ host k-means was most of a large fit's time). The random draws are scikit-learn'
 ``RandomState`` in its order, so on the same points the seeds are scikit-learn's (up to float64 near-ties):
 
 * :func:`kmeans_plusplus`: greedy D^2 seeding, ``2 + int(log K)`` candidates a step;
+* :func:`kmeans_parallel`: k-means|| (scalable k-means++), a few sampling rounds over X then k-means++ over
+  their candidates: not scikit-learn's (it has none), so its draws are this module's own;
 * :func:`lloyd`: Lloyd iterations, empty clusters relocated to the farthest points, one host read an
   iteration for the convergence test;
-* :func:`kmeans`: ``sklearn.cluster.KMeans``'s fit (k-means++, random or given starts, ``n_init`` runs, the
-  lowest :func:`inertia` kept), the core of :class:`turbo_gmm.KMeans` and of ``init_params="kmeans"``.
+* :func:`kmeans`: ``sklearn.cluster.KMeans``'s fit (k-means++, k-means||, random or given starts, ``n_init``
+  runs, the lowest :func:`inertia` kept), the core of :class:`turbo_gmm.KMeans` and of ``init_params="kmeans"``.
 
 Every step takes scikit-learn's ``sample_weight``: weighted seeding draws, weighted sums and counts (a
 cluster's count is its weight), the weighted relocation rule.
@@ -23,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 
 from . import kmeans_assign
 from ..diag.em import Float32RangeError
@@ -33,6 +36,10 @@ KMEANS_TOL = 1e-4  # scikit-learn KMeans's default tol, relative to the mean col
 KMEANS_MAX_ITER = 300  # scikit-learn KMeans's default max_iter
 FLOAT64_EPS = 2.0**-53
 RANGE_MARGIN = 2.0  # the score bound must fit finfo.max / RANGE_MARGIN: room for its accumulation's rounding
+OVERSAMPLING_FACTOR = 2.0  # k-means|| candidates expected a round per seed (l = 2 K: cuML's and cuVS's default)
+# k-means|| rounds: Bahmani et al. find 5 rounds at l = 2 K seed as well as k-means++. cuVS runs min(8, ceil(ln
+# phi_0)), phi_0 the first seed's potential: that depends on X's units and the weights' scale, this does not
+KMEANS_PARALLEL_ROUNDS = 5
 
 
 def n_local_trials(n_clusters: int) -> int:
@@ -129,13 +136,24 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
         if x_sq is None:
             x_sq = centered_sq_norms(X, center)
         closest = sq_distances(X, x_sq, X[indices[:1]], center)[:, 0].contiguous()
+    _greedy_steps(X, indices, 1, closest, draws, center, x_sq, fused, w)
+    return indices
+
+
+def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> torch.Tensor:
+    """scikit-learn's greedy D^2 steps filling ``indices[start:]`` in place from ``closest`` (the squared distances
+    to the seeds ``indices[:start]``: float64 for the fused kernels, X's dtype for the torch ops), one row of
+    ``draws`` (uniforms, one per candidate) a step; ``w``: float64 sample weights or None (torch ops only).
+    Returns the final ``closest``."""
+    N, dev = X.shape[0], X.device
+    trials = draws.shape[1]
     potential = closest.sum(dtype=torch.float64) if w is None else w @ closest.double()
     # the candidates' distances kept to fold the chosen one, where writing them costs less than reading X again
     stored = (torch.empty((trials, N), dtype=torch.float64, device=dev)
-              if fused and n_clusters > 1 and kmeans_assign.stores_distances(X, trials) else None)
-    for c in range(1, n_clusters):
+              if fused and indices.shape[0] > start and kmeans_assign.stores_distances(X, trials) else None)
+    for c in range(start, indices.shape[0]):
         mass = torch.cumsum(closest, 0, dtype=torch.float64) if w is None else torch.cumsum(w * closest, 0)
-        candidates = torch.searchsorted(mass, draws[c - 1] * potential)
+        candidates = torch.searchsorted(mass, draws[c - start] * potential)
         candidates.clamp_(max=N - 1)
         if fused:
             potentials = kmeans_assign.candidate_potentials(X, candidates, closest, stored)
@@ -155,7 +173,133 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
             kmeans_assign.fold_nearest(X, indices[c : c + 1], closest)
         else:
             closest = dist.index_select(1, best)[:, 0].contiguous()
-    return indices
+    return closest
+
+
+def kmeans_parallel(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
+                    *, oversampling_factor: float = OVERSAMPLING_FACTOR, n_rounds: int | None = None,
+                    x_sq: torch.Tensor | None = None, fused: bool | None = None,
+                    sample_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Row indices (n_clusters,) of k-means|| seeds (scalable k-means++, Bahmani et al. 2012), distinct.
+
+    The first row is drawn as :func:`kmeans_plusplus` draws it. Each of ``n_rounds`` rounds then samples every
+    row independently with probability min(1, l w_i D_i^2 / phi), l = ``oversampling_factor * n_clusters``, D_i
+    the distance to the nearest candidate so far and phi = sum w_i D_i^2, and folds the new candidates into D
+    (one pass over X a round). One assignment pass weighs each candidate by the (sample-weighted) count of rows
+    nearest to it, and scikit-learn's weighted greedy k-means++ (``sklearn.cluster.kmeans_plusplus`` on the host:
+    the candidates are about l * n_rounds rows) picks ``n_clusters`` of them. Where fewer than ``n_clusters``
+    candidates have weight, the rest are greedy k-means++ steps over X; where every row of positive weight
+    already sits on a seed (fewer distinct rows than seeds), unchosen rows, of positive weight first, in index
+    order (duplicates of seeds: k-means then finds fewer distinct clusters, as after k-means++).
+
+    Draws: the first row, the final choice and any k-means++ steps come from ``random_state``; the rounds'
+    uniforms, one vector of N a round, from a ``torch.Generator`` on X's device seeded by one
+    ``random_state.randint`` draw. scikit-learn has no k-means||, so these seeds are no reference's (and CPU and
+    CUDA generators draw different uniforms). ``n_rounds`` None: KMEANS_PARALLEL_ROUNDS. ``center``, ``x_sq``,
+    ``fused``, ``sample_weight``: as :func:`kmeans_plusplus`'s; the fused folds are float64 distances, the torch
+    ops' X's dtype, and the assignment pass is Lloyd's (:class:`turbo_gmm.init.kmeans_assign.Assigner` or the
+    torch ops)."""
+    N, dev = X.shape[0], X.device
+    if not 1 <= n_clusters <= N:
+        raise ValueError(f"n_samples={N} should be >= n_clusters={n_clusters}.")
+    if not oversampling_factor >= 0:
+        raise ValueError(f"oversampling_factor must be >= 0, got {oversampling_factor}")
+    rounds = KMEANS_PARALLEL_ROUNDS if n_rounds is None else int(n_rounds)
+    if rounds < 0:
+        raise ValueError(f"n_rounds must be >= 0, got {n_rounds}")
+    fused = _fused(X, fused)
+    check_score_range(X, center)  # the assignment pass scores in X's dtype on both paths
+    if sample_weight is None:
+        first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
+        w = None
+    else:
+        host = sample_weight.detach().cpu().numpy()
+        first = int(random_state.choice(N, p=host / host.sum()))
+        w = sample_weight.to(device=dev, dtype=torch.float64)
+    generator = torch.Generator(device=dev)
+    generator.manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
+    if not fused and x_sq is None:
+        x_sq = centered_sq_norms(X, center)
+    closest = torch.full((N,), math.inf, dtype=torch.float64, device=dev)
+    found = [torch.full((1,), first, dtype=torch.int64, device=dev)]
+    _fold_candidates(X, found[0], closest, center, x_sq, fused)
+    pending = None  # the last round's candidates, folded only if the greedy steps need their distances
+    scale = oversampling_factor * n_clusters
+    for _ in range(rounds):
+        if pending is not None:
+            _fold_candidates(X, pending, closest, center, x_sq, fused)
+            pending = None
+        phi = float(closest.sum() if w is None else w @ closest)
+        if phi == 0.0:  # every row of positive weight sits on a candidate
+            break
+        p = closest * (scale / phi)
+        if w is not None:
+            p.mul_(w)
+        new = torch.nonzero(torch.rand(N, generator=generator, dtype=torch.float64, device=dev) < p)[:, 0]
+        if new.numel():  # a candidate's D is 0: never sampled again
+            found.append(new)
+            pending = new
+    candidates = torch.cat(found)
+    labels = torch.full((N,), -1, dtype=torch.int64, device=dev)
+    points = X[candidates].double()
+    weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+    assign = (kmeans_assign.Assigner if fused else _Assignment)(X, center, points.shape[0], **weights)
+    if w is None:  # integer counts: exact, and without the assignment's (candidates, d) sums
+        assign(points, labels, update=False)
+        counts = torch.bincount(labels, minlength=points.shape[0]).double()
+    else:  # the assignment's float64 weighted counts: no float atomics, the same on every run
+        _, counts, _ = assign(points, labels)
+    kept = torch.nonzero(counts > 0)[:, 0]  # a candidate without weight is another's double
+    if kept.numel() > n_clusters:
+        _, chosen = sk_kmeans_plusplus((points[kept] - center).cpu().numpy(), n_clusters,
+                                       sample_weight=counts[kept].cpu().numpy(), random_state=random_state)
+        indices = candidates[kept[torch.as_tensor(chosen, device=dev)]]
+    else:
+        indices = torch.empty(n_clusters, dtype=torch.int64, device=dev)
+        indices[: kept.numel()] = candidates[kept]
+        if kept.numel() < n_clusters:  # greedy k-means++ steps over X for the rest
+            if pending is not None:
+                _fold_candidates(X, pending, closest, center, x_sq, fused)
+            greedy = fused and w is None  # the fused potentials are unweighted
+            if not greedy and x_sq is None:
+                x_sq = centered_sq_norms(X, center)
+            draws = torch.as_tensor(random_state.uniform(size=(n_clusters - kept.numel(), n_local_trials(n_clusters))),
+                                    device=dev)
+            _greedy_steps(X, indices, kept.numel(), closest if greedy else closest.to(X.dtype), draws, center, x_sq,
+                          greedy, w)
+    return _distinct_rows(indices, N, w)
+
+
+def _fold_candidates(X, rows, closest, center, x_sq, fused) -> None:
+    """closest <- min(closest, squared distances to X[rows]) in place (float64), and 0 on the rows themselves."""
+    if fused:
+        kmeans_assign.fold_nearest(X, rows, closest)
+    else:
+        Y = X[rows]
+        block = max(1, SCORE_BLOCK_BYTES // (X.element_size() * rows.shape[0]))
+        for r0 in range(0, X.shape[0], block):
+            dist = sq_distances(X[r0 : r0 + block], x_sq[r0 : r0 + block], Y, center).amin(1)
+            torch.minimum(closest[r0 : r0 + block], dist.double(), out=closest[r0 : r0 + block])
+    closest[rows] = 0.0  # the torch ops' expanded distances leave rounding there
+
+
+def _distinct_rows(indices: torch.Tensor, n_samples: int, w: torch.Tensor | None) -> torch.Tensor:
+    """``indices`` with every repeated row, and every row of zero weight, replaced by unchosen rows: of positive
+    weight first, then any, in index order (only where the seeding ran out of rows of positive weight)."""
+    positive = [True] * indices.shape[0] if w is None else (w[indices] > 0).tolist()
+    keep, seen = [], set()
+    for i, pos in zip(indices.tolist(), positive):
+        if pos and i not in seen:
+            keep.append(i)
+        seen.add(i)
+    if len(keep) == indices.shape[0]:
+        return indices
+    free = torch.ones(n_samples, dtype=torch.bool, device=indices.device)
+    free[torch.as_tensor(keep, dtype=torch.int64, device=indices.device)] = False
+    spare = [torch.nonzero(free)[:, 0]] if w is None else [torch.nonzero(free & (w > 0))[:, 0],
+                                                          torch.nonzero(free & (w <= 0))[:, 0]]
+    fill = torch.cat(spare)[: indices.shape[0] - len(keep)]
+    return torch.cat([torch.as_tensor(keep, dtype=torch.int64, device=indices.device), fill])
 
 
 def random_rows(n_samples: int, n_clusters: int, random_state: np.random.RandomState,
@@ -321,22 +465,27 @@ def kmeans(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState
     sample_weight=sample_weight)`` (defaults: k-means++, one run): its draws from ``random_state`` in its
     order, the run of lowest inertia kept (a later run only if it is another clustering).
 
-    ``init``: "k-means++", "random", the initial centers (K, d), or a function of ``random_state`` giving them
-    (in X's coordinates); ``column_variance_mean`` scales tol; ``fused``, ``precision``: :func:`lloyd`'s."""
+    ``init``: "k-means++", "k-means||" (:func:`kmeans_parallel`: not scikit-learn's, which has none), "random",
+    the initial centers (K, d), or a function of ``random_state`` giving them (in X's coordinates);
+    ``column_variance_mean`` scales tol; ``fused``, ``precision``: :func:`lloyd`'s."""
     fused = _fused(X, fused)
     x_sq = None
-    if isinstance(init, str) and init == "k-means++" and (not fused or sample_weight is not None):
+    method = init if isinstance(init, str) else None
+    if (method == "k-means++" and (not fused or sample_weight is not None)) or (method == "k-means||" and not fused):
         x_sq = centered_sq_norms(X, center)  # the torch seeding's, once for all runs
     best = None
     for _ in range(n_init):
-        if isinstance(init, str) and init == "k-means++":
+        if method == "k-means++":
             centers = X[kmeans_plusplus(X, n_clusters, random_state, center, x_sq, fused, sample_weight)]
-        elif isinstance(init, str) and init == "random":
+        elif method == "k-means||":
+            centers = X[kmeans_parallel(X, n_clusters, random_state, center, x_sq=x_sq, fused=fused,
+                                        sample_weight=sample_weight)]
+        elif method == "random":
             np_dtype = np.float32 if X.dtype == torch.float32 else np.float64
             rows = random_rows(X.shape[0], n_clusters, random_state, sample_weight, np_dtype)
             centers = X[torch.as_tensor(rows, device=X.device)]
-        elif isinstance(init, str):
-            raise ValueError(f"init must be 'k-means++', 'random', centers or a function, got {init!r}")
+        elif method is not None:
+            raise ValueError(f"init must be 'k-means++', 'k-means||', 'random', centers or a function, got {init!r}")
         else:
             centers = init(random_state) if callable(init) else init
         if verbose:

@@ -9,9 +9,10 @@ One persistent launch reads each row tile once:
   the sums of x and the counts (weighted by ``sample_weight``) are contracted from the tile's one-hot on the
   tensor cores (exact in TF32: two products carry float32), held in float32 for at most FLUSH_ROWS rows and added
   in float64 per program (no atomics: deterministic).
-* :func:`candidate_potentials`, :func:`fold_nearest`, :func:`fold_stored` (k-means++): float64 sums of
-  ``min(closest_i, ||x_i - y_t||^2)`` in the direct form (no cancellation), as scikit-learn's cumulative sums
-  need; the candidates' distances are kept where that is cheaper than reading X again to fold the chosen one.
+* :func:`candidate_potentials`, :func:`fold_nearest`, :func:`fold_stored` (k-means++ and k-means||): float64
+  sums of ``min(closest_i, ||x_i - y_t||^2)`` in the direct form (no cancellation), as scikit-learn's cumulative
+  sums need; the candidates' distances are kept where that is cheaper than reading X again to fold the chosen
+  one; :func:`fold_nearest` folds any number of rows (a k-means|| round's candidates) in one pass over X.
 
 CUDA, or CPU tensors under TRITON_INTERPRET=1; float32 contiguous X with d <= MAX_FEATURES (:func:`supported`)."""
 from __future__ import annotations
@@ -323,17 +324,19 @@ def _fold_stored_kernel(dist, best, closest, N, BLOCK: tl.constexpr):
     tl.store(closest + rows, tl.minimum(near, tl.load(dist + j * N + rows, mask=row_ok, other=0.0)), mask=row_ok)
 
 
-@triton.jit(do_not_specialize=["N"])
-def _fold_kernel(X, point, closest, N, d, BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):
-    """closest_i <- min(closest_i, |x_i - point|^2), point (D_PAD,) f32."""
+@triton.jit(do_not_specialize=["N", "n_points"])
+def _fold_kernel(X, points, closest, N, d, n_points, BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):
+    """closest_i <- min(closest_i, min_j |x_i - points_j|^2), points (n_points, D_PAD) f32: X read once."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, D_PAD)
     row_ok = rows < N
     x = tl.load(X + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & (cols < d)[None, :], other=0.0)
-    diff = x.to(tl.float64) - tl.load(point + cols).to(tl.float64)[None, :]
-    dist = tl.sum(diff * diff, 1)
+    x = x.to(tl.float64)
     near = tl.load(closest + rows, mask=row_ok, other=0.0)
-    tl.store(closest + rows, tl.minimum(near, dist), mask=row_ok)
+    for j in range(0, n_points):
+        diff = x - tl.load(points + j * D_PAD + cols).to(tl.float64)[None, :]
+        near = tl.minimum(near, tl.sum(diff * diff, 1))
+    tl.store(closest + rows, near, mask=row_ok)
 
 
 def _potential_block_rows(d_pad: int) -> int:
@@ -376,10 +379,11 @@ def fold_stored(dist: torch.Tensor, best: torch.Tensor, closest: torch.Tensor) -
     _fold_stored_kernel[(triton.cdiv(N, FOLD_BLOCK),)](dist, best, closest, N, BLOCK=FOLD_BLOCK, num_warps=4)
 
 
-def fold_nearest(X: torch.Tensor, row: torch.Tensor, closest: torch.Tensor) -> None:
-    """closest <- min(closest, ||x - X[row]||^2) in place; row: (1,) int64 on X's device."""
+def fold_nearest(X: torch.Tensor, rows: torch.Tensor, closest: torch.Tensor) -> None:
+    """closest <- min(closest, min_j ||x - X[rows_j]||^2) in place, float64 direct distances in one pass over X;
+    rows: (m,) int64 on X's device."""
     N, d = X.shape
     d_pad = _pad(d)
     block = _potential_block_rows(d_pad)
-    _fold_kernel[(triton.cdiv(N, block),)](X, padded_rows(X, row)[0], closest, N, d, BLOCK_M=block, D_PAD=d_pad,
-                                           num_warps=POTENTIAL_WARPS)
+    _fold_kernel[(triton.cdiv(N, block),)](X, padded_rows(X, rows), closest, N, d, rows.shape[0], BLOCK_M=block,
+                                           D_PAD=d_pad, num_warps=POTENTIAL_WARPS)

@@ -9,7 +9,8 @@ float32 rounding). Weighted Lloyd on the fused kernels runs where ``kmeans_assig
 
 Expected failure among scikit-learn's checks: ``check_sample_weight_equivalence_on_dense_data``. Its weighted and
 repeated fits draw different seeds (the rows are shuffled), and the seeds are scikit-learn's, so scikit-learn's
-own KMeans fails it too (its own expected failure; :func:`test_the_expected_failure_is_scikit_learns_too`).
+own KMeans fails it too (its own expected failure; :func:`test_the_expected_failure_is_scikit_learns_too`); so
+does ``init="k-means||"`` (checked on the CPU), whose weighted and repeated fits draw different seeds too.
 Integer weights from one given start are the repeated rows' fit (:func:`test_integer_weights_are_repeated_rows`).
 Excluded: ``check_array_api_input`` (no array-API claim; skipped unless SCIPY_ARRAY_API=1)."""
 import inspect
@@ -45,14 +46,16 @@ def _check_name(check):
 
 def _checks():
     for est in (KMeans(n_clusters=2, n_init=2, max_iter=5, device="cpu"),
-                KMeans(n_clusters=2, n_init=2, max_iter=5, device="auto", precision="tf32x3")):
+                KMeans(n_clusters=2, n_init=2, max_iter=5, device="auto", precision="tf32x3"),
+                KMeans(n_clusters=2, init="k-means||", n_init=2, max_iter=5, device="cpu")):
         for est_, check in estimator_checks_generator(est):
             name = _check_name(check)
             if name in EXCLUDED_CHECKS:
                 continue
             marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=EXPECTED_FAILURES[name])] if (
                 name in EXPECTED_FAILURES) else []
-            yield pytest.param(est_, check, id=f"{est.device}-{est.precision}-{name}", marks=marks)
+            init = {"k-means++": "", "k-means||": "kmeans_parallel-"}[est.init]
+            yield pytest.param(est_, check, id=f"{init}{est.device}-{est.precision}-{name}", marks=marks)
 
 
 @pytest.mark.parametrize("estimator, check", list(_checks()))
@@ -145,6 +148,23 @@ def test_given_centers_run_once_with_scikit_learns_warning():
     _assert_same_fit(ours, SkKMeans(K, init=init, n_init=1).fit(X))
 
 
+# ------------------------------------------------------------------------------------------------ k-means||
+@pytest.mark.parametrize("device", [pytest.param("cpu", id="cpu"), pytest.param("auto", id="fused", marks=needs_kernels)])
+def test_kmeans_parallel_init_reaches_kmeans_plusplus_inertia(device):
+    """init="k-means||" (cuML's name; scikit-learn has none) on well-separated blobs: one run (n_init="auto"),
+    the inertia of the k-means++ fit to 1e-4 relative (the same optimum)."""
+    X, K = DATA["blobs"]
+    kw = dict(device="cpu") if device == "cpu" else dict(device="auto", precision="tf32x3")
+    X = X if device == "cpu" else X.astype(np.float32)
+    ours = KMeans(K, init="k-means||", random_state=0, **kw)
+    assert ours._n_init() == 1
+    ours.fit(X)
+    assert ours.backend_ in (("torch-cpu",) if device == "cpu" else ("triton", "triton-interpreter"))
+    assert len(np.unique(ours.labels_)) == K
+    theirs = KMeans(K, random_state=0, **kw).fit(X)
+    assert ours.inertia_ == pytest.approx(theirs.inertia_, rel=1e-4)
+
+
 # ------------------------------------------------------------------------------------------ sample weights
 @pytest.mark.parametrize("init", ["k-means++", "random-3"])
 @pytest.mark.parametrize("data", ["blobs", "iris"])
@@ -189,11 +209,11 @@ def test_integer_weights_are_repeated_rows(seed, N):
     np.testing.assert_array_equal(weighted.labels_, repeated.predict(X))
 
 
-@pytest.mark.parametrize("init", ["k-means++", "random-3"])
+@pytest.mark.parametrize("init", ["k-means++", "random-3", "k-means||"])
 def test_weights_times_seven_are_the_same_model(init):
     X, K = DATA["blobs"]
     w = np.random.RandomState(5).uniform(0.1, 2.0, len(X))
-    kw = dict(init="random", n_init=3) if init == "random-3" else {}
+    kw = {"k-means++": {}, "random-3": dict(init="random", n_init=3), "k-means||": dict(init="k-means||")}[init]
     one = KMeans(K, random_state=3, **kw, **CPU).fit(X, sample_weight=w)
     seven = KMeans(K, random_state=3, **kw, **CPU).fit(X, sample_weight=7 * w)
     np.testing.assert_array_equal(one.labels_, seven.labels_)
@@ -241,10 +261,11 @@ def test_fused_empty_cluster_relocation_is_scikit_learns():
     np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=0, atol=1e-4)
 
 
-def test_fewer_distinct_points_than_clusters_warn_as_scikit_learn():
+@pytest.mark.parametrize("init", ["k-means++", "k-means||"])
+def test_fewer_distinct_points_than_clusters_warn_as_scikit_learn(init):
     X = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 10, axis=0)
     with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(3\) found smaller than n_clusters"):
-        km = KMeans(5, random_state=0, **CPU).fit(X)
+        km = KMeans(5, init=init, random_state=0, **CPU).fit(X)
     assert km.inertia_ == pytest.approx(0.0, abs=1e-12)
 
 
@@ -269,6 +290,7 @@ def test_non_finite_x_is_a_value_error(bad, match, tensor):
     (dict(n_clusters=2), [1, 1], ValueError, r"sample_weight.shape == \(2,\), expected \(5,\)"),
     (dict(n_clusters=3, init="random"), [1, 1, 0, 0, 0], ValueError, "init='random' draws n_clusters=3"),
     (dict(n_clusters=2, algorithm="elkan"), None, InvalidParameterError, "'algorithm' parameter .* among {'lloyd'}"),
+    (dict(n_clusters=2, init="k-means|"), None, InvalidParameterError, "'init' parameter of KMeans must be a str among"),
     (dict(n_clusters=2, device="gpu"), None, InvalidParameterError, "'device' parameter"),
 ])
 def test_bad_input_raises_a_clear_error(kw, sample_weight, error, match):
