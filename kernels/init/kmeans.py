@@ -28,6 +28,7 @@ import torch
 from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 
 from . import kmeans_assign
+from .._graph_loop import GraphedLoop
 from ..diag.em import Float32RangeError
 
 SCORE_BLOCK_BYTES = 1 << 29  # the (rows, K) float32 score block of one assignment (torch ops)
@@ -420,13 +421,13 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
         assign = _Assignment(X, center, K, sample_weight=sample_weight)
     centers = centers.double()
     labels = torch.full((X.shape[0],), -1, dtype=torch.int64, device=X.device)
+    step = _LloydStep(assign, centers, labels, graphed=X.is_cuda and _fused(X, fused) and max_iter > 1)
     strict = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
-        sums, counts, changed = assign(centers, labels)
-        new = sums / torch.where(counts > 0, counts, 1.0)[:, None]
-        shift = (new - centers).square().sum()
-        n_changed, n_empty, shift = torch.stack([changed.double(), (counts == 0).sum().double(), shift]).tolist()
+        sums, counts, new, stats = step(centers)
+        centers = step.centers  # the centers this iteration assigned to (``new`` may share their old buffer)
+        n_changed, n_empty, shift = stats.tolist()  # the iteration's one host read
         if n_empty:
             relocate_empty_clusters(X, centers, labels, sums, counts, sample_weight)
             new = average_centers(sums, counts)
@@ -446,6 +447,41 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
     if not strict:
         assign(centers, labels, update=False)  # labels of the returned centers
     return labels, centers, n_iter
+
+
+class _LloydStep:
+    """One Lloyd iteration over static buffers: the assignment (labels in place), the sums and counts, the new
+    centers and (labels changed, empty clusters, squared center shift) for the host's one read. ``graphed``
+    (CUDA): the first call runs eagerly and is captured as a CUDA graph, later calls replay it (one launch an
+    iteration instead of one per kernel and torch op)."""
+
+    def __init__(self, assign, centers: torch.Tensor, labels: torch.Tensor, graphed: bool):
+        K, d = centers.shape
+        f64 = dict(dtype=torch.float64, device=centers.device)
+        self.assign, self.labels, self.graphed, self.loop = assign, labels, graphed, None
+        self.centers = torch.empty((K, d), **f64)
+        self.sums, self.new = torch.empty((K, d), **f64), torch.empty((K, d), **f64)
+        self.counts, self.stats = torch.empty(K, **f64), torch.empty(3, **f64)
+
+    def _body(self) -> None:
+        sums, counts, changed = self.assign(self.centers, self.labels)
+        self.sums.copy_(sums)
+        self.counts.copy_(counts)
+        torch.div(sums, torch.where(counts > 0, counts, 1.0)[:, None], out=self.new)
+        shift = (self.new - self.centers).square().sum()
+        torch.stack([changed.double(), (counts == 0).sum().double(), shift], out=self.stats)
+
+    def __call__(self, centers: torch.Tensor):
+        """(sums, counts, new centers, stats) of one iteration from ``centers``: this step's buffers, valid until
+        its next call."""
+        self.centers.copy_(centers)
+        if not self.graphed:
+            self._body()
+        elif self.loop is None:  # its first run, on a side stream before the capture, is this iteration
+            self.loop = GraphedLoop(self._body, self.centers.device)
+        else:
+            self.loop.replay()
+        return self.sums, self.counts, self.new, self.stats
 
 
 class KMeansResult(NamedTuple):
