@@ -114,31 +114,36 @@ def _lloyd_kernel(
         slack = 2.0 * radius_coef * tl.sqrt(tl.sum(xc * xc, 1)) + 2.0 * square_coef
         best = tl.full((BLOCK_M,), BIG_SCORE, tl.float32)
         second = tl.full((BLOCK_M,), BIG_SCORE, tl.float32)
+        third = tl.full((BLOCK_M,), BIG_SCORE, tl.float32)  # its index is not needed: 3 in the slack rescores all
         best_k = tl.zeros((BLOCK_M,), tl.int32)
         second_k = tl.zeros((BLOCK_M,), tl.int32)
-        near = tl.zeros((BLOCK_M,), tl.int32)  # scores within slack of the running best: >= those of the final best
         for k0 in range(0, K_PAD, BLOCK_K):
             kk = k0 + k_block
             w = tl.load(W + cols[:, None] * K_PAD + kk[None, :])
             wa, wb = _operands(w, PRECISION)
             s = _score_dot(xa, xb, wa, wb, tl.zeros((BLOCK_M, BLOCK_K), tl.float32), PRECISION)
             s += tl.load(bias + kk)[None, :]
+            # the block's three best scores (first two with their indices), merged into the running three
             m1 = tl.min(s, 1)
             a1 = tl.argmin(s, 1, tie_break_left=True)
             rest = tl.where(k_block[None, :] == a1[:, None], BIG_SCORE, s)
             m2 = tl.min(rest, 1)
-            a2 = tl.argmin(rest, 1, tie_break_left=True) + k0
+            a2 = tl.argmin(rest, 1, tie_break_left=True)
+            m3 = tl.min(tl.where(k_block[None, :] == a2[:, None], BIG_SCORE, rest), 1)
             a1 += k0
-            lower = m1 < best  # the block's best displaces the running one, which may stay second
+            a2 += k0
+            lower = m1 < best  # the block's best displaces the running one (ties keep the lower index)
+            third = tl.where(lower, tl.where(best <= m2, tl.minimum(second, m2), tl.minimum(best, m3)),
+                             tl.where(second <= m1, tl.minimum(third, m1), tl.minimum(second, m2)))
             keep_old = best <= m2
             second_k = tl.where(lower, tl.where(keep_old, best_k, a2), tl.where(m1 < second, a1, second_k))
             second = tl.where(lower, tl.where(keep_old, best, m2), tl.minimum(m1, second))
             best_k = tl.where(lower, a1, best_k)
             best = tl.minimum(m1, best)
-            near += tl.sum((s <= (best + slack)[:, None]).to(tl.int32), 1)
-        # rescore in float64 where the computed scores cannot decide: two candidates by their distances, more (rare)
-        # against every center; exact ties go to the lower index, as NumPy's argmin
-        tied = row_ok & (second - best <= slack) & (near <= 2)
+        # rescore in float64 where the computed scores cannot decide: two within the slack by their distances,
+        # three or more (rare) against every center; exact ties go to the lower index, as NumPy's argmin
+        crowded = row_ok & (third - best <= slack)
+        tied = row_ok & (second - best <= slack) & ~crowded
         if tl.max(tied.to(tl.int32), 0) > 0:
             x64 = x.to(tl.float64)
             mu = tl.load(C + best_k[:, None] * D_PAD + cols[None, :], mask=tied[:, None], other=0.0)
@@ -147,7 +152,6 @@ def _lloyd_kernel(
             d_second = tl.sum((x64 - mu) * (x64 - mu), 1)
             swap = tied & ((d_second < d_best) | ((d_second == d_best) & (second_k < best_k)))
             best_k = tl.where(swap, second_k, best_k)
-        crowded = row_ok & (near > 2)
         if tl.max(crowded.to(tl.int32), 0) > 0:
             x64 = x.to(tl.float64)
             exact = tl.full((BLOCK_M,), float("inf"), tl.float64)

@@ -259,9 +259,10 @@ def test_range_check_passes_only_where_kmeans_is_exact_scaling(fused):
 
 
 # ------------------------------------------------------------------------------------------------ k-means||
-def _parallel(X, K, seed, fused, **kw):
-    """kmeans_parallel's rows of the NumPy array X (float32 for the fused kernels) from RandomState(seed)."""
-    dev = _device() if fused else "cpu"
+def _parallel(X, K, seed, fused, device=None, **kw):
+    """kmeans_parallel's rows of the NumPy array X (float32 for the fused kernels) from RandomState(seed), on
+    ``device`` (None: the fused kernels' device, the CPU for the torch ops)."""
+    dev = device or (_device() if fused else "cpu")
     Xt = torch.from_numpy(X).to(dev)
     if "sample_weight" in kw:
         kw["sample_weight"] = torch.as_tensor(kw["sample_weight"], device=dev)
@@ -371,12 +372,15 @@ def test_kmeans_parallel_integer_weights_draw_as_repeated_rows():
 @needs_interpreter
 @pytest.mark.parametrize("weighted", [False, True])
 def test_kmeans_parallel_fused_and_torch_ops_pick_the_same_seeds(weighted):
-    """Float32 X: the fused folds (float64 distances) and the torch ops' (float32) sample the same candidates,
-    the two assignment passes weigh them alike."""
+    """Float32 X on one device (its generator draws the rounds' uniforms: CPU and CUDA draw different ones): the
+    fused folds (float64 distances) and the torch ops' (float32) sample the same candidates, the two assignment
+    passes weigh them alike."""
     X, _ = separated(N=1000, K=6, d=5, seed=4)
     kw = dict(sample_weight=np.random.default_rng(2).uniform(0.5, 2.0, 1000).astype(np.float32)) if weighted else {}
+    dev = _device()
     for seed in range(2):
-        assert torch.equal(_parallel(X, 10, seed, True, **dict(kw)), _parallel(X, 10, seed, False, **dict(kw)))
+        fused, torch_ops = (_parallel(X, 10, seed, f, dev, **dict(kw)) for f in (True, False))
+        assert torch.equal(fused, torch_ops)
 
 
 @pytest.mark.parametrize("fused", IMPLEMENTATIONS)
