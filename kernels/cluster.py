@@ -51,8 +51,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
         each weighted by the rows nearest to it; ``n_clusters`` rows drawn at random (with probability
         proportional to ``sample_weight``); the initial centers; or ``init(X - X.mean(0), n_clusters,
         random_state)`` giving them about the column mean, as scikit-learn calls it. k-means++ reads X once or
-        twice per cluster, k-means|| about seven times in all: fewer passes at large ``n_clusters``, for seeds whose
-        inertia was on average as low as k-means++'s in our tests. scikit-learn has no k-means||, so its seeds
+        twice per cluster, k-means|| about seven times in all, but each of its passes scores a round's ~2
+        ``n_clusters`` candidates; its seeds' inertia was on average as low as k-means++'s in our tests.
+        scikit-learn has no k-means||, so its seeds
         are not scikit-learn's; its rounds draw from a torch generator seeded by ``random_state``, so the seeds
         also depend on the device.
     n_init : "auto" or int, default="auto"

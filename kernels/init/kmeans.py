@@ -105,6 +105,16 @@ def first_seed(n_samples: int, draw: float, dtype) -> int:
     return int(cdf.searchsorted(draw, side="right"))
 
 
+def _first_row(X: torch.Tensor, random_state: np.random.RandomState, sample_weight: torch.Tensor | None):
+    """(scikit-learn's first k-means++ row, the float64 weights on X's device or None): without weights from one
+    uniform draw (:func:`first_seed`), with them NumPy's own choice with p = w / sum w, as scikit-learn calls it."""
+    if sample_weight is None:
+        dtype = np.float32 if X.dtype == torch.float32 else np.float64
+        return first_seed(X.shape[0], random_state.random_sample(), dtype), None
+    host = sample_weight.detach().cpu().numpy()
+    return int(random_state.choice(X.shape[0], p=host / host.sum())), sample_weight.to(X.device, torch.float64)
+
+
 def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
                     x_sq: torch.Tensor | None = None, fused: bool | None = None,
                     sample_weight: torch.Tensor | None = None) -> torch.Tensor:
@@ -120,13 +130,7 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
     if not fused:  # the fused kernels' distances are float64 (see turbo_gmm.init.kmeans_assign)
         check_score_range(X, center)
     trials = n_local_trials(n_clusters)
-    if sample_weight is None:
-        first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
-        w = None
-    else:  # NumPy's own choice, as scikit-learn calls it (one uniform draw)
-        host = sample_weight.detach().cpu().numpy()
-        first = int(random_state.choice(N, p=host / host.sum()))
-        w = sample_weight.to(device=dev, dtype=torch.float64)
+    first, w = _first_row(X, random_state, sample_weight)
     draws = torch.as_tensor(random_state.uniform(size=(n_clusters - 1, trials)), device=dev)  # K - 1 steps' draws
     indices = torch.empty(n_clusters, dtype=torch.int64, device=dev)
     indices[0] = first
@@ -141,11 +145,10 @@ def kmeans_plusplus(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
     return indices
 
 
-def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> torch.Tensor:
+def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> None:
     """scikit-learn's greedy D^2 steps filling ``indices[start:]`` in place from ``closest`` (the squared distances
     to the seeds ``indices[:start]``: float64 for the fused kernels, X's dtype for the torch ops), one row of
-    ``draws`` (uniforms, one per candidate) a step; ``w``: float64 sample weights or None (torch ops only).
-    Returns the final ``closest``."""
+    ``draws`` (uniforms, one per candidate) a step; ``w``: float64 sample weights or None (torch ops only)."""
     N, dev = X.shape[0], X.device
     trials = draws.shape[1]
     potential = closest.sum(dtype=torch.float64) if w is None else w @ closest.double()
@@ -174,7 +177,6 @@ def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> 
             kmeans_assign.fold_nearest(X, indices[c : c + 1], closest)
         else:
             closest = dist.index_select(1, best)[:, 0].contiguous()
-    return closest
 
 
 def kmeans_parallel(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,
@@ -210,13 +212,7 @@ def kmeans_parallel(X: torch.Tensor, n_clusters: int, random_state: np.random.Ra
         raise ValueError(f"n_rounds must be >= 0, got {n_rounds}")
     fused = _fused(X, fused)
     check_score_range(X, center)  # the assignment pass scores in X's dtype on both paths
-    if sample_weight is None:
-        first = first_seed(N, random_state.random_sample(), np.float32 if X.dtype == torch.float32 else np.float64)
-        w = None
-    else:
-        host = sample_weight.detach().cpu().numpy()
-        first = int(random_state.choice(N, p=host / host.sum()))
-        w = sample_weight.to(device=dev, dtype=torch.float64)
+    first, w = _first_row(X, random_state, sample_weight)
     generator = torch.Generator(device=dev)
     generator.manual_seed(int(random_state.randint(np.iinfo(np.int32).max)))
     if not fused and x_sq is None:
@@ -414,14 +410,15 @@ def lloyd(X: torch.Tensor, centers: torch.Tensor, center: torch.Tensor, tol: flo
     weighted relocation of empty clusters; ``verbose``: scikit-learn's messages."""
     K = centers.shape[0]
     check_score_range(X, center)
-    if _fused(X, fused):
+    fused = _fused(X, fused)
+    if fused:
         weights = {} if sample_weight is None else {"sample_weight": sample_weight}
         assign = kmeans_assign.Assigner(X, center, K, precision, **weights)
     else:
         assign = _Assignment(X, center, K, sample_weight=sample_weight)
     centers = centers.double()
     labels = torch.full((X.shape[0],), -1, dtype=torch.int64, device=X.device)
-    step = _LloydStep(assign, centers, labels, graphed=X.is_cuda and _fused(X, fused) and max_iter > 1)
+    step = _LloydStep(assign, centers, labels, graphed=X.is_cuda and fused and max_iter > 1)
     strict = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):

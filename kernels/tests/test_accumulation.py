@@ -215,8 +215,8 @@ def test_default_statistics_within_1e6_per_component_of_the_same_kernel_per_tile
     stats = LiftedStatistics(X, params, center, algorithm, cfg)
     assert stats.kernel() == kernel
     errors = stats.errors(stats())
-    if not max(errors["per_tile"].values()) <= 1e-6:  # what the failure shows: NaN entries of this reference and
-        # of a second launch of it (an intermittent NaN reference was seen under 14 concurrent test processes)
+    if not max(errors["per_tile"].values()) <= 1e-6:  # the failure also shows the NaN entries of a second launch
+        # of the reference (an intermittent NaN reference was seen under 14 concurrent test processes)
         again = stats.per_tile(dataclasses.replace(cfg, sum_tiles=1))
         errors["second_per_tile_launch_nan_entries"] = {name: int(torch.isnan(t).sum()) for name, t in zip("nsu", again)}
     assert max(errors["per_tile"].values()) <= 1e-6, errors
