@@ -295,6 +295,30 @@ def checked_sample_weight(sample_weight, N, K):
     return unit_mean_weights(torch.from_numpy(sw))[0].numpy()
 
 
+def host_or_device(X):
+    """(X, tensor): ``tensor`` is X on a device (read in place), None for a host array; a CPU tensor is a host array
+    (its NumPy view)."""
+    tensor = device_tensor(X)
+    if tensor is not None and tensor.device.type == "cpu":
+        X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+    return X, tensor
+
+
+def training_input(estimator, X, tensor, *, min_samples: int, ensure_all_finite: bool = True):
+    """A host X through scikit-learn's ``validate_data`` (float64 or float32), returned; a device array (``tensor``)
+    checked in place, ``n_features_in_`` set from it and any ``feature_names_in_`` dropped, X returned as given."""
+    from sklearn.utils.validation import validate_data
+
+    if tensor is None:
+        return validate_data(estimator, X, dtype=[np.float64, np.float32], ensure_min_samples=min_samples,
+                             ensure_all_finite=ensure_all_finite)
+    check_device_array(tensor, min_samples=min_samples, contiguous=True)
+    estimator.n_features_in_ = tensor.shape[1]
+    if hasattr(estimator, "feature_names_in_"):
+        del estimator.feature_names_in_
+    return X
+
+
 def fitted_input(estimator, X):
     """(X, tensor, output) for a fitted estimator's predict-like method: a device array read in place (checked, its
     features against ``n_features_in_``; ``tensor`` is it), anything else through scikit-learn's ``validate_data``
@@ -303,9 +327,7 @@ def fitted_input(estimator, X):
 
     check_is_fitted(estimator)
     output = output_like(X)
-    tensor = device_tensor(X)
-    if tensor is not None and tensor.device.type == "cpu":
-        X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+    X, tensor = host_or_device(X)
     if tensor is None:
         return validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32]), None, output
     check_device_array(tensor, min_samples=1, contiguous=False)

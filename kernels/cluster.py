@@ -17,11 +17,10 @@ from sklearn.cluster import KMeans as _SkKMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import (_check_sample_weight, _is_arraylike_not_scalar, check_array,
-                                      validate_data)
+from sklearn.utils.validation import _check_sample_weight, _is_arraylike_not_scalar, check_array
 
 from ._column_sums import non_finite_message
-from ._data import check_device_array, device_tensor, fitted_input, output_like, upload
+from ._data import fitted_input, host_or_device, output_like, training_input, upload
 from .dispatch import FLOAT32_PRECISIONS, FP64, fp64_costs_nothing
 from .init.kmeans import SCORE_BLOCK_BYTES, kmeans
 from .init.kmeans_assign import MAX_FEATURES
@@ -181,18 +180,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, Ba
 
     def _fit(self, X, sample_weight):
         """Fit; the training labels on the device (int64)."""
-        tensor = device_tensor(X)
-        if tensor is not None and tensor.device.type == "cpu":  # a CPU tensor is a host array
-            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+        X, tensor = host_or_device(X)
         backend, label, device = data_backend(self.device, tensor)
+        X = training_input(self, X, tensor, min_samples=1)
         if tensor is not None:
-            check_device_array(tensor, min_samples=1, contiguous=True)
             _check_finite(tensor)
-            self.n_features_in_ = tensor.shape[1]
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        else:
-            X = validate_data(self, X, dtype=[np.float64, np.float32])
         N, d = (tensor if tensor is not None else X).shape
         K = self.n_clusters
         if N < K:

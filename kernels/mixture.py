@@ -19,10 +19,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture as _SkGaussianMixture
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._covariance import COVARIANCE_TYPES, COVARIANCES
-from ._data import check_device_array, checked_sample_weight, device_tensor, fitted_input
+from ._data import checked_sample_weight, fitted_input, host_or_device, training_input
 from ._fit_data import FitData, PhaseClock
 from ._column_sums import non_finite_message
 from ._interpreter import interpreter_mode
@@ -201,18 +201,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
     def _fit(self, X, sample_weight=None):
         started = time.perf_counter()
-        tensor = device_tensor(X)
-        if tensor is not None and tensor.device.type == "cpu":  # a CPU tensor is a host array
-            X, tensor = tensor.resolve_conj().resolve_neg().numpy(), None
+        X, tensor = host_or_device(X)
         backend, label, device = self._backend(tensor)
-        if tensor is not None:
-            check_device_array(tensor, min_samples=2, contiguous=True)
-            self.n_features_in_ = tensor.shape[1]
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        else:  # the kernels' backends check finiteness on the device, in the pass that takes the column mean
-            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2,
-                              ensure_all_finite=backend == "torch")
+        # the kernels' backends check finiteness on the device, in the pass that takes the column mean
+        X = training_input(self, X, tensor, min_samples=2, ensure_all_finite=backend == "torch")
         N, d = (tensor if tensor is not None else X).shape
         # scikit-learn's attributes follow X's dtype (float32 or float64; other dtypes are taken as float64)
         float32_input = (tensor.dtype == torch.float32) if tensor is not None else X.dtype == np.float32
