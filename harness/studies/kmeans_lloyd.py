@@ -49,6 +49,8 @@ VARIANTS = {  # candidate: Assigner keyword arguments
     "turbo_tf32x3": dict(precision="tf32x3"),
     "turbo_tf32x3_w4_p2": dict(precision="tf32x3", num_warps=4, programs_per_sm=2),
     "turbo_tf32": dict(precision="tf32"),
+    "turbo_tf32x3_sorted": dict(precision="tf32x3", update="sorted"),  # assignment, then the sorted segment sums
+    "turbo_tf32_sorted": dict(precision="tf32", update="sorted"),
 }
 
 

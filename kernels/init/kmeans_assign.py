@@ -25,6 +25,7 @@ import triton.language as tl
 
 from ..launch import program_count
 from ..tf32x3 import dot, tf32_high
+from .kmeans_update import SegmentSums
 
 MAX_FEATURES = 256  # d_pad of the row tile held in registers
 BIG_SCORE = tl.constexpr(3.0e38)  # the padded centers' bias: never the minimum (constexpr: compiled Triton reads no plain globals)
@@ -231,6 +232,7 @@ def score_slack(precision: str, d_pad: int, center_radius: float) -> tuple[float
 
 
 ASSIGN_PRECISIONS = ("tf32x3", "tf32", "ieee")
+UPDATES = ("onehot", "sorted")
 FLUSH_ROWS = 1024  # rows whose float32 sums one program holds before adding them in float64
 REGISTER_SUMS_ELEMENTS = 8192  # K_pad x d_pad sums held in registers (32 a thread at 8 warps), else per tile
 
@@ -240,13 +242,17 @@ class Assigner:
 
     Labels are those of distances in float64: scores come from tensor-core products (``precision``), and every row
     whose best two scores lie within the products' error bound (:func:`score_slack`) is rescored in float64.
-    ``sample_weight`` (N,) weights the sums and counts."""
+    ``sample_weight`` (N,) weights the sums and counts. ``update``: "onehot" contracts each tile's one-hot with its
+    rows in the assignment's pass; "sorted" sums the labelled rows afterwards by a sorted segment reduction
+    (:class:`turbo_gmm.init.kmeans_update.SegmentSums`: a second read of X, no (K x rows) product)."""
 
     def __init__(self, X: torch.Tensor, center: torch.Tensor, n_clusters: int, precision: str = "tf32x3",
                  sample_weight: torch.Tensor | None = None, programs_per_sm: float = ASSIGN_PROGRAMS_PER_SM,
-                 num_warps: int = ASSIGN_WARPS):
+                 num_warps: int = ASSIGN_WARPS, update: str = "onehot"):
         if precision not in ASSIGN_PRECISIONS:
             raise ValueError(f"precision must be one of {ASSIGN_PRECISIONS}, got {precision!r}")
+        if update not in UPDATES:
+            raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
         N, d = X.shape
         self.X, self.K, self.precision, self.num_warps = X, n_clusters, precision, num_warps
         self.k_pad, self.d_pad = _pad(n_clusters), _pad(d)
@@ -263,6 +269,7 @@ class Assigner:
         self.bias = torch.full((self.k_pad,), BIG_SCORE.value, dtype=torch.float32, device=X.device)
         self.C = torch.zeros((self.k_pad, self.d_pad), dtype=torch.float64, device=X.device)
         self.slack_units = score_slack(precision, self.d_pad, 1.0)  # the kernel scales them by its radius
+        self.segment_sums = SegmentSums(X, n_clusters, self.sample_weight) if update == "sorted" else None
 
     def __call__(self, centers: torch.Tensor, labels: torch.Tensor, update: bool = True):
         """Labels in place for ``centers`` (K, d) float64; (sums (K, d), counts (K,), labels changed) in float64,
@@ -274,6 +281,7 @@ class Assigner:
         self.C[:K, :d] = centers
         radius = y.square().sum(1).max().sqrt().float().reshape(1)
         P = self.programs
+        sorted_update, update = update and self.segment_sums is not None, update and self.segment_sums is None
         sums = torch.zeros((P if update else 1, self.k_pad, self.d_pad), dtype=torch.float64, device=dev)
         counts = torch.zeros((P if update else 1, self.k_pad), dtype=torch.float64, device=dev)
         changed = torch.empty(P, dtype=torch.int64, device=dev)
@@ -283,6 +291,8 @@ class Assigner:
                             *self.slack_units, K_PAD=self.k_pad, D_PAD=self.d_pad, BLOCK_M=self.block_m,
                             BLOCK_K=self.block_k, PRECISION=self.precision, UPDATE=update, WEIGHTED=weighted,
                             REGISTER_SUMS=self.register_sums, FLUSH_TILES=self.flush_tiles, num_warps=self.num_warps)
+        if sorted_update:
+            return (*self.segment_sums(labels), changed.sum())
         if not update:
             return None, None, changed.sum()
         n = counts.sum(0)[:K]
