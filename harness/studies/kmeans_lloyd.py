@@ -4,7 +4,8 @@ Per shape (N x d, K; the data of :func:`turbo_gmm.datasets.make_dataset` with 32
 k-means++ seeds of ``RandomState(0)``, one CSV row per measurement:
 
 * ``read_x``: one read of X (``X.sum``), the memory floor of a pass;
-* ``seeding``: :func:`turbo_gmm.init.kmeans.kmeans_plusplus` (``turbo_fused``, seconds and per step) and
+* ``seeding``: :func:`turbo_gmm.init.kmeans.kmeans_plusplus` (``turbo_fused``: as the estimator runs it;
+  ``turbo_fused_one_pass``: one pass over X a step; seconds and per step) and
   :func:`turbo_gmm.init.kmeans.kmeans_parallel` (``turbo_kmeans_parallel``: k-means||, seconds and per round),
   fused kernels, with the seeds' float64 ``inertia`` (labels of float64 distances);
 * ``lloyd_<n>``: n Lloyd iterations without early stop (assignment, new centers, one host read each) per
@@ -44,7 +45,19 @@ DATA_COMPONENTS = 32
 ITERATIONS = 20
 COLUMNS = ("commit", "date", "device", "shape", "N", "d", "K", "measurement", "candidate", "seconds", "per_unit_ms",
            "iterations", "mismatch", "inertia", "note")
-SEEDINGS = {"turbo_fused": kmeans_plusplus, "turbo_kmeans_parallel": kmeans_parallel}  # candidate: fused seeding
+def _one_pass_kmeans_plusplus(*args, **kwargs):
+    """k-means++ by :class:`turbo_gmm.init.kmeans_assign.SeedingSteps`, one pass over X a step."""
+    from turbo_gmm.init import kmeans as kmeans_module
+
+    saved, kmeans_module.ONE_PASS_SEEDING = kmeans_module.ONE_PASS_SEEDING, True
+    try:
+        return kmeans_plusplus(*args, **kwargs)
+    finally:
+        kmeans_module.ONE_PASS_SEEDING = saved
+
+
+SEEDINGS = {"turbo_fused": kmeans_plusplus, "turbo_fused_one_pass": _one_pass_kmeans_plusplus,
+            "turbo_kmeans_parallel": kmeans_parallel}  # candidate: fused seeding
 VARIANTS = {  # candidate: Assigner keyword arguments
     "turbo_tf32x3": dict(precision="tf32x3"),
     "turbo_tf32x3_w4_p2": dict(precision="tf32x3", num_warps=4, programs_per_sm=2),
@@ -174,7 +187,8 @@ def main(argv=None) -> None:
                 seeding(X[:100_000].contiguous(), K, np.random.RandomState(0), center)  # compile
                 t, rows = _timed(lambda seeding=seeding: seeding(X, K, np.random.RandomState(0), center))
                 seeded[cand] = X[rows].double()
-                per = (max(1, K - 1), "per step") if cand == "turbo_fused" else (KMEANS_PARALLEL_ROUNDS, "per round")
+                per = ((KMEANS_PARALLEL_ROUNDS, "per round") if cand == "turbo_kmeans_parallel"
+                       else (max(1, K - 1), "per step"))
                 emit(shape, N, d, K, "seeding", cand, t, t * 1e3 / per[0], note=per[1],
                      inertia=kmeans_inertia(X, seeded[cand], exact_labels(X, seeded[cand])))
             seeds = seeded["turbo_fused"]
@@ -208,6 +222,9 @@ def main(argv=None) -> None:
             emit(shape, N, d, K, f"lloyd_{ITERATIONS}", "torch_tf32", t, t * 1e3 / ITERATIONS, ITERATIONS)
 
             for cand, seeding in SEEDINGS.items():
+                if cand == "turbo_fused_one_pass":  # the same seeds as turbo_fused: its init row would repeat it
+                    continue
+
                 def init(seeding=seeding):
                     r = seeding(X, K, np.random.RandomState(0), center)
                     return lloyd(X, X[r], center, KMEANS_TOL * var_mean, KMEANS_MAX_ITER)

@@ -41,6 +41,9 @@ OVERSAMPLING_FACTOR = 2.0  # k-means|| candidates expected a round per seed (l =
 # k-means|| rounds: Bahmani et al. find 5 rounds at l = 2 K seed as well as k-means++. cuVS runs min(8, ceil(ln
 # phi_0)), phi_0 the first seed's potential: that depends on X's units and the weights' scale, this does not
 KMEANS_PARALLEL_ROUNDS = 5
+# fused unweighted k-means++: SeedingSteps (one pass over X a step) where True, else the potentials pass and a fold;
+# the two pick the same seeds (tested); the one pass is not yet timed on a GPU (harness.studies.kmeans_lloyd)
+ONE_PASS_SEEDING = False
 
 
 def n_local_trials(n_clusters: int) -> int:
@@ -152,6 +155,9 @@ def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> 
     N, dev = X.shape[0], X.device
     trials = draws.shape[1]
     potential = closest.sum(dtype=torch.float64) if w is None else w @ closest.double()
+    if fused and w is None and ONE_PASS_SEEDING:
+        _one_pass_steps(X, indices, start, closest, draws, potential)
+        return
     # the candidates' distances kept to fold the chosen one, where writing them costs less than reading X again
     stored = (torch.empty((trials, N), dtype=torch.float64, device=dev)
               if fused and indices.shape[0] > start and kmeans_assign.stores_distances(X, trials) else None)
@@ -177,6 +183,21 @@ def _greedy_steps(X, indices, start, closest, draws, center, x_sq, fused, w) -> 
             kmeans_assign.fold_nearest(X, indices[c : c + 1], closest)
         else:
             closest = dist.index_select(1, best)[:, 0].contiguous()
+
+
+def _one_pass_steps(X, indices, start, closest, draws, potential) -> None:
+    """:func:`_greedy_steps` by :class:`turbo_gmm.init.kmeans_assign.SeedingSteps`: one pass over X a step. The
+    last seed is not folded into ``closest``."""
+    steps = kmeans_assign.SeedingSteps(X, draws.shape[1])
+    masses, fold = steps.tile_masses(closest), None
+    for c in range(start, indices.shape[0]):
+        candidates = steps.draw(closest, fold, masses, draws[c - start] * potential)
+        potentials = steps.potentials(candidates, closest, fold)
+        best = potentials.argmin().view(1)
+        potential = potentials[best[0]]
+        indices[c : c + 1] = candidates[best]
+        fold = indices[c : c + 1]
+        masses = steps.tile_pots[:, best[0]]
 
 
 def kmeans_parallel(X: torch.Tensor, n_clusters: int, random_state: np.random.RandomState, center: torch.Tensor,

@@ -328,6 +328,40 @@ def _potentials_kernel(
     tl.store(partial + pid * T_PAD + slots, pots)
 
 
+@triton.jit(do_not_specialize=ROW_COUNTS)
+def _seeding_step_kernel(
+    X, fold, candidates, closest, tile_pots,  # X (N, d) f32; fold (1,) i64: the row chosen last step (read when FOLD);
+    N, d, n_tiles,                            # candidates (T_PAD, D_PAD) f32 rows; closest (N,) f64 in/out;
+    T: tl.constexpr, T_PAD: tl.constexpr,     # tile_pots (n_tiles, T_PAD) f64: per row tile,
+    D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, FOLD: tl.constexpr,  # sum_i min(closest_i, |x_i - y_t|^2)
+):
+    """One k-means++ step in one pass over X: fold last step's seed into closest (stored), then every candidate's
+    potential per row tile against the folded closest."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, D_PAD)
+    col_ok = cols < d
+    slots = tl.arange(0, T_PAD)
+    if FOLD:
+        seed = tl.load(X + tl.load(fold) * d + cols, mask=col_ok, other=0.0).to(tl.float64)
+    for t in range(pid, n_tiles, tl.num_programs(0)):
+        rows = tl.arange(0, BLOCK_M).to(tl.int64) + t * BLOCK_M
+        row_ok = rows < N
+        x = tl.load(X + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+        x = x.to(tl.float64)
+        near = tl.load(closest + rows, mask=row_ok, other=0.0)
+        if FOLD:
+            diff = x - seed[None, :]
+            near = tl.minimum(near, tl.sum(diff * diff, 1))
+            tl.store(closest + rows, near, mask=row_ok)
+        pots = tl.zeros((T_PAD,), tl.float64)
+        for j in tl.static_range(T):
+            y = tl.load(candidates + j * D_PAD + cols).to(tl.float64)
+            diff = x - y[None, :]
+            dist_j = tl.minimum(tl.sum(diff * diff, 1), near)
+            pots += tl.where(slots == j, tl.sum(tl.where(row_ok, dist_j, 0.0), 0), 0.0)
+        tl.store(tile_pots + t * T_PAD + slots, pots)
+
+
 @triton.jit(do_not_specialize=["N"])
 def _fold_stored_kernel(dist, best, closest, N, BLOCK: tl.constexpr):
     """closest_i <- min(closest_i, dist[best, i]), best (1,) i64 on the device (no host read)."""
@@ -401,3 +435,58 @@ def fold_nearest(X: torch.Tensor, rows: torch.Tensor, closest: torch.Tensor) -> 
     block = _potential_block_rows(d_pad)
     _fold_kernel[(triton.cdiv(N, block),)](X, padded_rows(X, rows), closest, N, d, rows.shape[0], BLOCK_M=block,
                                            D_PAD=d_pad, num_warps=POTENTIAL_WARPS)
+
+
+class SeedingSteps:
+    """k-means++'s greedy steps with one pass over X a step (unweighted, float64 direct distances).
+
+    A step's pass folds the previous step's seed into ``closest`` and sums each candidate's potential per row tile;
+    the chosen candidate's tile sums are then the tile masses of the next step's ``closest``, so the next draw
+    searches the cumulative tile masses and rescans one tile a candidate (float64, by torch ops): no cumulative
+    sum over N, no stored candidate distances, no fold pass. Every operation stays on the device (no host read):
+    the steps can be captured in a CUDA graph."""
+
+    def __init__(self, X: torch.Tensor, trials: int):
+        N, d = X.shape
+        self.X, self.trials = X, trials
+        self.t_pad, self.d_pad = _pad(trials), _pad(d)
+        self.block = _potential_block_rows(self.d_pad)
+        self.n_tiles = triton.cdiv(N, self.block)
+        self.programs = program_count(self.n_tiles, X.device, POTENTIAL_PROGRAMS_PER_SM)
+        self.tile_pots = torch.empty((self.n_tiles, self.t_pad), dtype=torch.float64, device=X.device)
+        self.offsets = torch.arange(self.block, device=X.device)
+
+    def tile_masses(self, closest: torch.Tensor) -> torch.Tensor:
+        """(n_tiles,) float64: closest summed over each row tile."""
+        pad = self.n_tiles * self.block - closest.shape[0]
+        return torch.nn.functional.pad(closest, (0, pad)).view(self.n_tiles, self.block).sum(1)
+
+    def draw(self, closest: torch.Tensor, fold: torch.Tensor | None, masses: torch.Tensor,
+             values: torch.Tensor) -> torch.Tensor:
+        """Candidate rows (T,) int64: for each value v, the first row whose cumulative mass reaches v (the last row
+        past the total), the mass of a row being min(closest, its distance to X[fold]) (fold None: closest)."""
+        X, N = self.X, self.X.shape[0]
+        cum = torch.cumsum(masses, 0)
+        tile = torch.searchsorted(cum, values).clamp_(max=self.n_tiles - 1)
+        base = torch.where(tile > 0, cum[(tile - 1).clamp_(min=0)], 0.0)
+        rows = tile[:, None] * self.block + self.offsets[None, :]  # (T, block)
+        inside = rows < N
+        at = rows.clamp(max=N - 1)
+        mass = closest[at]
+        if fold is not None:
+            diff = X[at].double() - X[fold].double()[None]
+            mass = torch.minimum(mass, diff.square().sum(2))
+        within = base[:, None] + torch.cumsum(torch.where(inside, mass, 0.0), 1)
+        pick = torch.searchsorted(within, values[:, None]).clamp_(max=self.block - 1)
+        return rows.gather(1, pick)[:, 0].clamp_(max=N - 1)
+
+    def potentials(self, candidates: torch.Tensor, closest: torch.Tensor, fold: torch.Tensor | None) -> torch.Tensor:
+        """(T,) float64 potentials of the candidate rows after folding X[fold] into closest (in place)."""
+        X = self.X
+        N, d = X.shape
+        T = candidates.shape[0]
+        _seeding_step_kernel[(self.programs,)](
+            X, X if fold is None else fold, padded_rows(X, candidates, self.t_pad), closest, self.tile_pots, N, d,
+            self.n_tiles, T=T, T_PAD=self.t_pad, D_PAD=self.d_pad, BLOCK_M=self.block, FOLD=fold is not None,
+            num_warps=POTENTIAL_WARPS)
+        return self.tile_pots.sum(0)[:T]

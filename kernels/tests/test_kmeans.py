@@ -60,12 +60,19 @@ def test_distances_about_the_center_keep_the_spread_of_offset_data():
     assert got[3, 0] == 0.0 and (got >= 0).all()
 
 
-@pytest.mark.parametrize("fused", IMPLEMENTATIONS)
+@pytest.mark.parametrize("fused", IMPLEMENTATIONS + [pytest.param("one_pass", id="fused_one_pass",
+                                                                   marks=needs_interpreter)])
 @pytest.mark.parametrize("seed, shape", [(0, (3001, 7, 5)), (1, (2000, 12, 3)), (2, (517, 30, 9)),
                                          (3, (4096, 3, 40))])
-def test_kmeans_plusplus_picks_scikit_learns_seeds(seed, shape, fused):
+def test_kmeans_plusplus_picks_scikit_learns_seeds(seed, shape, fused, monkeypatch):
     """Same RandomState, same points: the indices of sklearn.cluster.kmeans_plusplus, in order.
-    The fused kernels take float32 X; scikit-learn gets the same values as float64."""
+    The fused kernels take float32 X; scikit-learn gets the same values as float64. "one_pass": the fused
+    kernels' one pass over X a step (turbo_gmm.init.kmeans.ONE_PASS_SEEDING)."""
+    if fused == "one_pass":
+        from turbo_gmm.init import kmeans as kmeans_module
+
+        monkeypatch.setattr(kmeans_module, "ONE_PASS_SEEDING", True)
+        fused = True
     N, K, d = shape
     X, _ = separated(N=N, K=max(3, K // 3), d=d, seed=seed)
     X = X if fused else X.astype(np.float64)
@@ -74,6 +81,44 @@ def test_kmeans_plusplus_picks_scikit_learns_seeds(seed, shape, fused):
                            _center(X).to(_device()), fused=fused)
     assert rows.dtype == torch.int64 and rows.shape == (K,)
     np.testing.assert_array_equal(rows.cpu().numpy(), want)
+
+
+@needs_interpreter
+def test_one_pass_draw_is_the_first_row_whose_cumulative_mass_reaches_the_value():
+    """SeedingSteps.draw (tile masses, then one tile rescanned) against searchsorted over the cumulative sum of
+    min(closest, distance to the folded row) over all rows: values inside tiles, on a row's cumulative mass
+    (to 1e-9 of it on either side: the tile sums round otherwise than one cumulative sum), beside a run of
+    zero-mass rows (never drawn), at 0 and past the total (the last row); the last tile is partial."""
+    from turbo_gmm.init.kmeans_assign import SeedingSteps
+
+    g = torch.Generator().manual_seed(5)
+    X = (torch.randn(1000, 6, generator=g) * 3.0).to(_device())  # d_pad 16: tiles of 256 rows, the last of 232
+    closest = (torch.rand(1000, generator=g, dtype=torch.float64) * 50.0).to(_device())
+    closest[300:340] = 0.0
+    steps = SeedingSteps(X, 4)
+    for fold in (None, torch.tensor([17], device=_device())):
+        mass = closest if fold is None else torch.minimum(closest, (X.double() - X[fold].double()).square().sum(1))
+        cum = torch.cumsum(mass, 0)
+        edges = cum[[5, 255, 256, 299, 700]]
+        values = torch.cat([torch.rand(40, generator=g, dtype=torch.float64).to(_device()) * cum[-1],
+                            edges * (1 - 1e-9), edges * (1 + 1e-9),
+                            torch.tensor([0.0, float(cum[-1]) * 1.5], dtype=torch.float64, device=_device())])
+        want = torch.searchsorted(cum, values).clamp_(max=999)
+        got = steps.draw(closest, fold, steps.tile_masses(mass), values)
+        np.testing.assert_array_equal(got.cpu().numpy(), want.cpu().numpy())
+
+
+@needs_interpreter
+def test_one_pass_and_two_pass_seeding_pick_the_same_rows(monkeypatch):
+    from turbo_gmm.init import kmeans as kmeans_module
+
+    X, _ = separated(N=2500, K=9, d=4, seed=3)
+    Xt, c = torch.from_numpy(X).to(_device()), _center(X).to(_device())
+    rows = {}
+    for one_pass in (True, False):
+        monkeypatch.setattr(kmeans_module, "ONE_PASS_SEEDING", one_pass)
+        rows[one_pass] = kmeans_plusplus(Xt, 30, np.random.RandomState(4), c, fused=True).cpu().numpy()
+    np.testing.assert_array_equal(rows[True], rows[False])
 
 
 def test_first_seed_is_numpys_choice_with_uniform_weights():
