@@ -30,7 +30,8 @@ def _segment_sums_kernel(
     # X (rows, stride) f32/f64; weight (rows,) f32/f64 (read when WEIGHTED); order (N,) i64: the rows in key order
     # (read when GATHER; else row i is X's row i); keys (N,) i32 nondecreasing; sums (K, D_PAD), counts (K,) f64:
     # complete segments are stored there; piece_key (2 n_chunks,) i32, piece_sum (2 n_chunks, D_PAD), piece_count
-    # f64: each chunk's head (slot 2c) and tail (2c + 1) partial sums, filled by the caller with -1 and 0
+    # f64: each chunk's head (slot 2c) and tail (2c + 1) partial sums; a chunk of one segment stores it as its head
+    # and a tail of zero sums under the same key (the pieces' keys stay sorted)
     N, d, stride, n_chunks,
     D_PAD: tl.constexpr, BLOCK: tl.constexpr, TILES: tl.constexpr, GATHER: tl.constexpr,
     WEIGHTED: tl.constexpr, SCALE: tl.constexpr,  # SCALE: sums of weight * x (rows), else of x (pieces' sums)
@@ -72,7 +73,7 @@ def _segment_sums_kernel(
         s += tl.where(go_on[:, None], carry[None, :], 0.0)
         n += tl.where(go_on, carry_n, 0.0)
         head = end & (seg == 1)
-        tail = end & (i == hi - 1) & ~head
+        tail = end & (i == hi - 1)  # the chunk's last row: every chunk writes its tail slot once
         complete = end & ((~head & ~tail) | last_level)  # a segment inside the chunk holds all its label's rows
         tl.store(sums + key[:, None] * D_PAD + cols[None, :], s, mask=complete[:, None])
         tl.store(counts + key, n, mask=complete)
@@ -84,8 +85,8 @@ def _segment_sums_kernel(
         tail = tail & ~last_level
         at += 1
         tl.store(piece_key + at, key, mask=tail)
-        tl.store(piece_count + at, n, mask=tail)
-        tl.store(piece_sum + at[:, None] * D_PAD + cols[None, :], s, mask=tail[:, None])
+        tl.store(piece_count + at, tl.where(head, 0.0, n), mask=tail)
+        tl.store(piece_sum + at[:, None] * D_PAD + cols[None, :], tl.where(head[:, None], 0.0, s), mask=tail[:, None])
         carry = tl.sum(tl.where((lane == BLOCK - 1)[:, None], s, 0.0), 0)
         carry_n = tl.sum(tl.where(lane == BLOCK - 1, n, 0.0), 0)
         n_starts += tl.sum(start, 0)
@@ -129,17 +130,11 @@ class SegmentSums:
         X, weight, d = self.X, self.sample_weight, self.X.shape[1]
         stride, gather, scale = X.stride(0), True, True
         for rows, chunks, piece_key, piece_sum, piece_count in self.levels:
-            if chunks > 1:
-                piece_key.fill_(-1)
-                piece_sum.zero_()
-                piece_count.zero_()
             _segment_sums_kernel[(chunks,)](
                 X, X if weight is None else weight, order, keys, self.sums, self.counts, piece_key, piece_sum,
                 piece_count, rows, d, stride, chunks, D_PAD=self.d_pad, BLOCK=self.block, TILES=self.tiles,
                 GATHER=gather, WEIGHTED=weight is not None, SCALE=scale, num_warps=4)
             if chunks == 1:
                 break
-            # a chunk of one segment has no tail: its slot takes the head's key with zero sums (keys stay sorted)
-            piece_key[1::2] = torch.where(piece_key[1::2] < 0, piece_key[0::2], piece_key[1::2])
             X, weight, keys, stride, gather, scale = piece_sum, piece_count, piece_key, self.d_pad, False, False
         return self.sums[:, :d], self.counts
