@@ -12,7 +12,8 @@ One persistent launch reads each row tile once:
 * :func:`candidate_potentials`, :func:`fold_nearest`, :func:`fold_stored` (k-means++ and k-means||): float64
   sums of ``min(closest_i, ||x_i - y_t||^2)`` in the direct form (no cancellation), as scikit-learn's cumulative
   sums need; the candidates' distances are kept where that is cheaper than reading X again to fold the chosen
-  one; :func:`fold_nearest` folds any number of rows (a k-means|| round's candidates) in one pass over X.
+  one; :func:`fold_nearest` folds any number of rows (a k-means|| round's candidates) in one pass over X;
+  :class:`SeedingSteps` folds the previous seed in the potentials' own pass (a k-means++ step in one pass).
 
 CUDA, or CPU tensors under TRITON_INTERPRET=1; float32 contiguous X with d <= MAX_FEATURES (:func:`supported`)."""
 from __future__ import annotations
@@ -281,17 +282,17 @@ class Assigner:
         self.C[:K, :d] = centers
         radius = y.square().sum(1).max().sqrt().float().reshape(1)
         P = self.programs
-        sorted_update, update = update and self.segment_sums is not None, update and self.segment_sums is None
-        sums = torch.zeros((P if update else 1, self.k_pad, self.d_pad), dtype=torch.float64, device=dev)
-        counts = torch.zeros((P if update else 1, self.k_pad), dtype=torch.float64, device=dev)
+        onehot = update and self.segment_sums is None  # the kernel's own update
+        sums = torch.zeros((P if onehot else 1, self.k_pad, self.d_pad), dtype=torch.float64, device=dev)
+        counts = torch.zeros((P if onehot else 1, self.k_pad), dtype=torch.float64, device=dev)
         changed = torch.empty(P, dtype=torch.int64, device=dev)
         weighted = self.sample_weight is not None
         _lloyd_kernel[(P,)](self.X, self.sample_weight if weighted else self.X, self.center, self.W, self.bias, self.C,
                             labels, sums, counts, changed, self.X.shape[0], d, K, self.n_tiles, radius,
                             *self.slack_units, K_PAD=self.k_pad, D_PAD=self.d_pad, BLOCK_M=self.block_m,
-                            BLOCK_K=self.block_k, PRECISION=self.precision, UPDATE=update, WEIGHTED=weighted,
+                            BLOCK_K=self.block_k, PRECISION=self.precision, UPDATE=onehot, WEIGHTED=weighted,
                             REGISTER_SUMS=self.register_sums, FLUSH_TILES=self.flush_tiles, num_warps=self.num_warps)
-        if sorted_update:
+        if update and not onehot:
             return (*self.segment_sums(labels), changed.sum())
         if not update:
             return None, None, changed.sum()
@@ -301,42 +302,14 @@ class Assigner:
 
 @triton.jit(do_not_specialize=ROW_COUNTS)
 def _potentials_kernel(
-    X, candidates, closest, partial, dist,  # X (N, d) f32; candidates (T_PAD, D_PAD) f32 rows; closest (N,) f64;
-    N, d, n_tiles,                          # partial (P, T_PAD) f64: per program, sum_i min(closest_i, |x_i - y_t|^2);
-    T: tl.constexpr, T_PAD: tl.constexpr,   # dist (T, N) f64: |x_i - y_t|^2, written when STORE
-    D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, STORE: tl.constexpr,
+    X, fold, candidates, closest, tile_pots, dist,  # X (N, d) f32; fold (1,) i64: a row folded into closest first
+    N, d, n_tiles,                                  # (read when FOLD); candidates (T_PAD, D_PAD) f32 rows; closest (N,)
+    T: tl.constexpr, T_PAD: tl.constexpr,           # f64, stored folded when FOLD; tile_pots (n_tiles, T_PAD) f64: per
+    D_PAD: tl.constexpr, BLOCK_M: tl.constexpr,     # row tile, sum_i min(closest_i, |x_i - y_t|^2); dist (T, N) f64:
+    FOLD: tl.constexpr, STORE: tl.constexpr,        # |x_i - y_t|^2, written when STORE
 ):
-    pid = tl.program_id(0)
-    cols = tl.arange(0, D_PAD)
-    col_ok = cols < d
-    slots = tl.arange(0, T_PAD)
-    pots = tl.zeros((T_PAD,), tl.float64)
-    for t in range(pid, n_tiles, tl.num_programs(0)):
-        rows = tl.arange(0, BLOCK_M).to(tl.int64) + t * BLOCK_M  # t * BLOCK_M < N fits int32; rows * d may not
-        row_ok = rows < N
-        x = tl.load(X + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-        x = x.to(tl.float64)
-        near = tl.load(closest + rows, mask=row_ok, other=0.0)
-        for j in tl.static_range(T):
-            y = tl.load(candidates + j * D_PAD + cols).to(tl.float64)
-            diff = x - y[None, :]
-            dj = tl.sum(diff * diff, 1)
-            if STORE:
-                tl.store(dist + j * N + rows, dj, mask=row_ok)
-            dist_j = tl.minimum(dj, near)
-            pots += tl.where(slots == j, tl.sum(tl.where(row_ok, dist_j, 0.0), 0), 0.0)
-    tl.store(partial + pid * T_PAD + slots, pots)
-
-
-@triton.jit(do_not_specialize=ROW_COUNTS)
-def _seeding_step_kernel(
-    X, fold, candidates, closest, tile_pots,  # X (N, d) f32; fold (1,) i64: the row chosen last step (read when FOLD);
-    N, d, n_tiles,                            # candidates (T_PAD, D_PAD) f32 rows; closest (N,) f64 in/out;
-    T: tl.constexpr, T_PAD: tl.constexpr,     # tile_pots (n_tiles, T_PAD) f64: per row tile,
-    D_PAD: tl.constexpr, BLOCK_M: tl.constexpr, FOLD: tl.constexpr,  # sum_i min(closest_i, |x_i - y_t|^2)
-):
-    """One k-means++ step in one pass over X: fold last step's seed into closest (stored), then every candidate's
-    potential per row tile against the folded closest."""
+    """The candidates' k-means++ potentials per row tile in one pass over X; with FOLD, the previous step's seed is
+    folded into closest in the same pass (a whole step in one pass)."""
     pid = tl.program_id(0)
     cols = tl.arange(0, D_PAD)
     col_ok = cols < d
@@ -344,7 +317,7 @@ def _seeding_step_kernel(
     if FOLD:
         seed = tl.load(X + tl.load(fold) * d + cols, mask=col_ok, other=0.0).to(tl.float64)
     for t in range(pid, n_tiles, tl.num_programs(0)):
-        rows = tl.arange(0, BLOCK_M).to(tl.int64) + t * BLOCK_M
+        rows = tl.arange(0, BLOCK_M).to(tl.int64) + t * BLOCK_M  # t * BLOCK_M < N fits int32; rows * d may not
         row_ok = rows < N
         x = tl.load(X + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
         x = x.to(tl.float64)
@@ -357,9 +330,26 @@ def _seeding_step_kernel(
         for j in tl.static_range(T):
             y = tl.load(candidates + j * D_PAD + cols).to(tl.float64)
             diff = x - y[None, :]
-            dist_j = tl.minimum(tl.sum(diff * diff, 1), near)
-            pots += tl.where(slots == j, tl.sum(tl.where(row_ok, dist_j, 0.0), 0), 0.0)
+            dj = tl.sum(diff * diff, 1)
+            if STORE:
+                tl.store(dist + j * N + rows, dj, mask=row_ok)
+            pots += tl.where(slots == j, tl.sum(tl.where(row_ok, tl.minimum(dj, near), 0.0), 0), 0.0)
         tl.store(tile_pots + t * T_PAD + slots, pots)
+
+
+def _tile_potentials(X: torch.Tensor, candidates: torch.Tensor, closest: torch.Tensor, tile_pots: torch.Tensor,
+                     fold: torch.Tensor | None = None, dist: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch :func:`_potentials_kernel` over tiles of :func:`_potential_block_rows`; (T,) float64 potentials.
+    ``tile_pots`` (n_tiles, T_PAD) float64 receives the per-tile sums."""
+    N, d = X.shape
+    T = candidates.shape[0]
+    n_tiles, t_pad = tile_pots.shape
+    block = _potential_block_rows(_pad(d))
+    P = program_count(n_tiles, X.device, POTENTIAL_PROGRAMS_PER_SM)
+    _potentials_kernel[(P,)](X, X if fold is None else fold, padded_rows(X, candidates, t_pad), closest, tile_pots,
+                             closest if dist is None else dist, N, d, n_tiles, T=T, T_PAD=t_pad, D_PAD=_pad(d),
+                             BLOCK_M=block, FOLD=fold is not None, STORE=dist is not None, num_warps=POTENTIAL_WARPS)
+    return tile_pots.sum(0)[:T]
 
 
 @triton.jit(do_not_specialize=["N"])
@@ -402,17 +392,9 @@ def candidate_potentials(X: torch.Tensor, candidates: torch.Tensor, closest: tor
                          dist: torch.Tensor | None = None) -> torch.Tensor:
     """(T,) float64: for each candidate row index, sum_i min(closest_i, ||x_i - X[cand]||^2). ``dist`` (T, N)
     float64, if given, receives every ||x_i - X[cand]||^2 (:func:`fold_stored` then folds one without reading X)."""
-    N, d = X.shape
-    T = candidates.shape[0]
-    t_pad, d_pad = _pad(T), _pad(d)
-    block = _potential_block_rows(d_pad)
-    n_tiles = triton.cdiv(N, block)
-    P = program_count(n_tiles, X.device, POTENTIAL_PROGRAMS_PER_SM)
-    partial = torch.empty((P, t_pad), dtype=torch.float64, device=X.device)
-    _potentials_kernel[(P,)](X, padded_rows(X, candidates, t_pad), closest, partial, closest if dist is None else dist,
-                             N, d, n_tiles, T=T, T_PAD=t_pad, D_PAD=d_pad, BLOCK_M=block, STORE=dist is not None,
-                             num_warps=POTENTIAL_WARPS)
-    return partial.sum(0)[:T]
+    n_tiles = triton.cdiv(X.shape[0], _potential_block_rows(_pad(X.shape[1])))
+    tile_pots = torch.empty((n_tiles, _pad(candidates.shape[0])), dtype=torch.float64, device=X.device)
+    return _tile_potentials(X, candidates, closest, tile_pots, dist=dist)
 
 
 def stores_distances(X: torch.Tensor, n_candidates: int) -> bool:
@@ -447,13 +429,10 @@ class SeedingSteps:
     the steps can be captured in a CUDA graph."""
 
     def __init__(self, X: torch.Tensor, trials: int):
-        N, d = X.shape
-        self.X, self.trials = X, trials
-        self.t_pad, self.d_pad = _pad(trials), _pad(d)
-        self.block = _potential_block_rows(self.d_pad)
-        self.n_tiles = triton.cdiv(N, self.block)
-        self.programs = program_count(self.n_tiles, X.device, POTENTIAL_PROGRAMS_PER_SM)
-        self.tile_pots = torch.empty((self.n_tiles, self.t_pad), dtype=torch.float64, device=X.device)
+        self.X = X
+        self.block = _potential_block_rows(_pad(X.shape[1]))
+        self.n_tiles = triton.cdiv(X.shape[0], self.block)
+        self.tile_pots = torch.empty((self.n_tiles, _pad(trials)), dtype=torch.float64, device=X.device)
         self.offsets = torch.arange(self.block, device=X.device)
 
     def tile_masses(self, closest: torch.Tensor) -> torch.Tensor:
@@ -482,11 +461,4 @@ class SeedingSteps:
 
     def potentials(self, candidates: torch.Tensor, closest: torch.Tensor, fold: torch.Tensor | None) -> torch.Tensor:
         """(T,) float64 potentials of the candidate rows after folding X[fold] into closest (in place)."""
-        X = self.X
-        N, d = X.shape
-        T = candidates.shape[0]
-        _seeding_step_kernel[(self.programs,)](
-            X, X if fold is None else fold, padded_rows(X, candidates, self.t_pad), closest, self.tile_pots, N, d,
-            self.n_tiles, T=T, T_PAD=self.t_pad, D_PAD=self.d_pad, BLOCK_M=self.block, FOLD=fold is not None,
-            num_warps=POTENTIAL_WARPS)
-        return self.tile_pots.sum(0)[:T]
+        return _tile_potentials(self.X, candidates, closest, self.tile_pots, fold=fold)
