@@ -126,11 +126,10 @@ def _lloyd_kernel(
             s = _score_dot(xa, xb, wa, wb, tl.zeros((BLOCK_M, BLOCK_K), tl.float32), PRECISION)
             s += tl.load(bias + kk)[None, :]
             # the block's three best scores (first two with their indices), merged into the running three
-            m1 = tl.min(s, 1)
-            a1 = tl.argmin(s, 1, tie_break_left=True)
+            # (one reduction gives a minimum and its index: tl.argmin alone would be a second pass over s)
+            m1, a1 = tl.min(s, 1, return_indices=True, return_indices_tie_break_left=True)
             rest = tl.where(k_block[None, :] == a1[:, None], BIG_SCORE, s)
-            m2 = tl.min(rest, 1)
-            a2 = tl.argmin(rest, 1, tie_break_left=True)
+            m2, a2 = tl.min(rest, 1, return_indices=True, return_indices_tie_break_left=True)
             m3 = tl.min(tl.where(k_block[None, :] == a2[:, None], BIG_SCORE, rest), 1)
             a1 += k0
             a2 += k0
