@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import env
+from harness.studies.kmeans_lloyd import parse_shape
 from turbo_gmm.datasets import make_dataset
 
 COLUMNS = ("commit", "date", "device", "shape", "N", "d", "K", "iteration", "tighten_fraction", "score_fraction",
@@ -85,9 +86,7 @@ def main(argv=None) -> None:
     p.add_argument("--tile", type=int, default=64, help="rows a kernel scores together")
     p.add_argument("--max-iter", type=int, default=300)
     a = p.parse_args(argv)
-    n, k, d = a.shape.split("_")
-    N = int(float(n[:-1]) * {"K": 1e3, "M": 1e6}[n[-1]])
-    K, d = int(k), int(d)
+    N, d, K = parse_shape(a.shape)
     from sklearn.cluster import kmeans_plusplus
 
     X = make_dataset(N, 32, d, seed=0, device="cpu").X.double().numpy()

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..launch import program_count
+from ..launch import pow2_at_least_16, program_count
 from ..tf32x3 import dot, tf32_high
 from .kmeans_update import SegmentSums
 
@@ -46,10 +46,6 @@ def supported(X: torch.Tensor) -> bool:
     interpreted = os.environ.get("TRITON_INTERPRET", "0") == "1"
     return (X.dtype == torch.float32 and X.is_contiguous() and X.ndim == 2 and X.shape[1] <= MAX_FEATURES
             and (X.is_cuda or (interpreted and X.device.type == "cpu")))
-
-
-def _pad(n: int) -> int:
-    return max(16, triton.next_power_of_2(n))
 
 
 @triton.jit
@@ -255,7 +251,7 @@ class Assigner:
             raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
         N, d = X.shape
         self.X, self.K, self.precision, self.num_warps = X, n_clusters, precision, num_warps
-        self.k_pad, self.d_pad = _pad(n_clusters), _pad(d)
+        self.k_pad, self.d_pad = pow2_at_least_16(n_clusters), pow2_at_least_16(d)
         self.register_sums = self.k_pad * self.d_pad <= REGISTER_SUMS_ELEMENTS
         self.block_m = 64 if self.register_sums or self.d_pad > 64 else 128
         self.block_k = min(64 if self.d_pad <= 64 else 32, self.k_pad)  # tf32x3 at d_pad 128: 262 KB of shared at 64
@@ -343,11 +339,12 @@ def _tile_potentials(X: torch.Tensor, candidates: torch.Tensor, closest: torch.T
     N, d = X.shape
     T = candidates.shape[0]
     n_tiles, t_pad = tile_pots.shape
-    block = _potential_block_rows(_pad(d))
+    d_pad = pow2_at_least_16(d)
     P = program_count(n_tiles, X.device, POTENTIAL_PROGRAMS_PER_SM)
     _potentials_kernel[(P,)](X, X if fold is None else fold, padded_rows(X, candidates, t_pad), closest, tile_pots,
-                             closest if dist is None else dist, N, d, n_tiles, T=T, T_PAD=t_pad, D_PAD=_pad(d),
-                             BLOCK_M=block, FOLD=fold is not None, STORE=dist is not None, num_warps=POTENTIAL_WARPS)
+                             closest if dist is None else dist, N, d, n_tiles, T=T, T_PAD=t_pad, D_PAD=d_pad,
+                             BLOCK_M=_potential_block_rows(d_pad), FOLD=fold is not None, STORE=dist is not None,
+                             num_warps=POTENTIAL_WARPS)
     return tile_pots.sum(0)[:T]
 
 
@@ -382,7 +379,7 @@ def _potential_block_rows(d_pad: int) -> int:
 
 def padded_rows(X: torch.Tensor, rows: torch.Tensor, n_rows: int | None = None) -> torch.Tensor:
     """X[rows] as a zero-padded (n_rows or len(rows), d_pad) float32 block (a device gather, no host sync)."""
-    out = torch.zeros((n_rows or rows.shape[0], _pad(X.shape[1])), dtype=torch.float32, device=X.device)
+    out = torch.zeros((n_rows or rows.shape[0], pow2_at_least_16(X.shape[1])), dtype=torch.float32, device=X.device)
     out[: rows.shape[0], : X.shape[1]] = X[rows]
     return out
 
@@ -391,8 +388,8 @@ def candidate_potentials(X: torch.Tensor, candidates: torch.Tensor, closest: tor
                          dist: torch.Tensor | None = None) -> torch.Tensor:
     """(T,) float64: for each candidate row index, sum_i min(closest_i, ||x_i - X[cand]||^2). ``dist`` (T, N)
     float64, if given, receives every ||x_i - X[cand]||^2 (:func:`fold_stored` then folds one without reading X)."""
-    n_tiles = triton.cdiv(X.shape[0], _potential_block_rows(_pad(X.shape[1])))
-    tile_pots = torch.empty((n_tiles, _pad(candidates.shape[0])), dtype=torch.float64, device=X.device)
+    n_tiles = triton.cdiv(X.shape[0], _potential_block_rows(pow2_at_least_16(X.shape[1])))
+    tile_pots = torch.empty((n_tiles, pow2_at_least_16(candidates.shape[0])), dtype=torch.float64, device=X.device)
     return _tile_potentials(X, candidates, closest, tile_pots, dist=dist)
 
 
@@ -412,7 +409,7 @@ def fold_nearest(X: torch.Tensor, rows: torch.Tensor, closest: torch.Tensor) -> 
     """closest <- min(closest, min_j ||x - X[rows_j]||^2) in place, float64 direct distances in one pass over X;
     rows: (m,) int64 on X's device."""
     N, d = X.shape
-    d_pad = _pad(d)
+    d_pad = pow2_at_least_16(d)
     block = _potential_block_rows(d_pad)
     _fold_kernel[(triton.cdiv(N, block),)](X, padded_rows(X, rows), closest, N, d, rows.shape[0], BLOCK_M=block,
                                            D_PAD=d_pad, num_warps=POTENTIAL_WARPS)
@@ -429,9 +426,9 @@ class SeedingSteps:
 
     def __init__(self, X: torch.Tensor, trials: int):
         self.X = X
-        self.block = _potential_block_rows(_pad(X.shape[1]))
+        self.block = _potential_block_rows(pow2_at_least_16(X.shape[1]))
         self.n_tiles = triton.cdiv(X.shape[0], self.block)
-        self.tile_pots = torch.empty((self.n_tiles, _pad(trials)), dtype=torch.float64, device=X.device)
+        self.tile_pots = torch.empty((self.n_tiles, pow2_at_least_16(trials)), dtype=torch.float64, device=X.device)
         self.offsets = torch.arange(self.block, device=X.device)
 
     def tile_masses(self, closest: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..launch import pow2_at_least_16
+
 BLOCK_ROWS = 128  # rows of one scanned tile
 CHUNK_TILES = 32  # tiles of one program's chunk: its head and tail are the next level's rows
 
@@ -92,9 +94,6 @@ def _segment_sums_kernel(
         n_starts += tl.sum(start, 0)
 
 
-def _pad(n: int) -> int:
-    return max(16, triton.next_power_of_2(n))
-
 
 class SegmentSums:
     """Per-cluster float64 sums (K, d) and counts (K,) of X's rows by label, one stable sort and a few launches
@@ -105,7 +104,7 @@ class SegmentSums:
                  block: int = BLOCK_ROWS, tiles: int = CHUNK_TILES):
         N, d = X.shape
         self.X, self.K, self.block, self.tiles = X, n_clusters, block, tiles
-        self.d_pad = _pad(d)
+        self.d_pad = pow2_at_least_16(d)
         self.sample_weight = sample_weight
         dev = X.device
         self.sums = torch.zeros((n_clusters, self.d_pad), dtype=torch.float64, device=dev)
